@@ -1,0 +1,42 @@
+# AI Workload Lab. `make lab` to learn, `make test` to check everything, `make report` for CI and instructors.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Extra arguments for JupyterLab, e.g. `make lab LAB_ARGS=--no-browser` on a remote machine.
+LAB_ARGS ?=
+PROFILE ?= quick
+
+.PHONY: lab test unit notebooks lint report doctor clean
+
+# Create the virtual environment on first use, and again whenever the pins change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[lab,test]"
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/00_start_here.ipynb
+
+# The whole suite: lint, unit tests, every notebook under nbval, every notebook under papermill.
+test: $(STAMP) lint unit notebooks
+
+lint: $(STAMP)
+	$(BIN)/ruff check labkit tests notebooks tools
+	$(BIN)/ruff format --check labkit tests notebooks tools
+
+unit: $(STAMP)
+	LABKIT_PROFILE=quick $(BIN)/python -m pytest tests -m "not notebooks"
+
+notebooks: $(STAMP)
+	LABKIT_PROFILE=quick $(BIN)/python -m pytest --nbval-lax notebooks
+	LABKIT_PROFILE=quick $(BIN)/python -m pytest tests -m notebooks
+
+report: $(STAMP)
+	$(BIN)/python -m labkit report --profile $(PROFILE)
+
+doctor: $(STAMP)
+	$(BIN)/python -m labkit doctor
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .ruff_cache *.egg-info

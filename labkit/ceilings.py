@@ -1,0 +1,112 @@
+"""The machine's two ceilings (peak matmul FLOP/s and memory bandwidth) and the roofline.
+
+Taught in notebook 00; later notebooks place their operations on this roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .flops import dtype_bytes, matmul_bytes, matmul_flops
+from .timing import TimingRecord, measure
+
+# Published dense peak figures (no sparsity) for a few datacenter GPUs, to compare a measured
+# ceiling with its datasheet. Source: the vendors' product datasheets.
+DATASHEETS: dict[str, dict[str, float]] = {
+    "H200": {"bf16_tflops": 989.0, "fp32_tflops": 67.0, "bandwidth_gbs": 4800.0},
+    "H100 80GB HBM3": {"bf16_tflops": 989.0, "fp32_tflops": 67.0, "bandwidth_gbs": 3350.0},
+    "A100-SXM4-80GB": {"bf16_tflops": 312.0, "fp32_tflops": 19.5, "bandwidth_gbs": 2039.0},
+}
+
+
+def datasheet_for(device_name: str) -> dict[str, float] | None:
+    """The datasheet entry whose key appears in ``device_name``, if any."""
+    for key, sheet in DATASHEETS.items():
+        if key.lower() in device_name.lower():
+            return sheet
+    return None
+
+
+def low_precision_dtype(device: torch.device | str) -> torch.dtype:
+    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16."""
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.bfloat16
+
+
+@dataclass
+class Ceiling:
+    """One measured ceiling: a rate and how it was measured."""
+
+    name: str
+    value: float  # FLOP/s or bytes/s
+    unit: str
+    timing: TimingRecord
+    size: str
+
+    def to_dict(self) -> dict:
+        return dict(name=self.name, value=self.value, unit=self.unit, size=self.size, timing=self.timing.to_dict())
+
+
+def measure_matmul_ceiling(
+    device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024, min_run_s: float = 0.2
+) -> Ceiling:
+    """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`."""
+    device = torch.device(device)
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    name = f"matmul {str(dtype).removeprefix('torch.')}"
+    record = measure(torch.matmul, a, b, label=f"{name} {n}x{n}", device=device, min_run_s=min_run_s)
+    return Ceiling(name, matmul_flops(n, n, n) / record.median_s, "FLOP/s", record, f"{n}x{n}")
+
+
+def measure_copy_bandwidth(device: torch.device | str, mib: int = 128, min_run_s: float = 0.2) -> Ceiling:
+    """Memory bandwidth from a large copy: bytes read plus bytes written, per second.
+
+    ``mib`` should be several times the last-level cache, or the copy runs from cache.
+    """
+    device = torch.device(device)
+    n = mib * 2**20 // 4
+    src = torch.ones(n, device=device, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    record = measure(dst.copy_, src, label=f"copy {mib} MiB", device=device, min_run_s=min_run_s)
+    return Ceiling("copy bandwidth", 2 * src.nbytes / record.median_s, "B/s", record, f"{mib} MiB")
+
+
+@dataclass
+class Roofline:
+    """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth)."""
+
+    peak_flops: float
+    bandwidth: float
+    label: str = ""
+
+    @property
+    def ridge_intensity(self) -> float:
+        """FLOPs per byte where an operation stops being memory-bound."""
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity: float) -> float:
+        return min(self.peak_flops, intensity * self.bandwidth)
+
+    def bound(self, intensity: float) -> str:
+        return "compute-bound" if intensity >= self.ridge_intensity else "memory-bound"
+
+    def predict_seconds(self, flops: float, bytes_moved: float) -> float:
+        """The roofline's time for an operation: the slower of doing its maths and moving its bytes."""
+        return max(flops / self.peak_flops, bytes_moved / self.bandwidth)
+
+
+def matmul_point(m: int, n: int, k: int, dtype: torch.dtype = torch.float32) -> tuple[int, int]:
+    """(FLOPs, minimum bytes) of an m×k by k×n matmul, for placing it on the roofline."""
+    return matmul_flops(m, n, k), matmul_bytes(m, n, k, dtype)
+
+
+def elementwise_point(numel: int, inputs: int = 2, dtype: torch.dtype = torch.float32) -> tuple[int, int]:
+    """(FLOPs, bytes) of an element-wise op: one FLOP per element, ``inputs`` reads and one write."""
+    return numel, (inputs + 1) * numel * dtype_bytes(dtype)

@@ -1,0 +1,65 @@
+"""Synthetic data that a model can actually learn, generated locally (no downloads).
+
+Taught in notebook 01 (a real short training run); later notebooks reuse the images and tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.utils.data import TensorDataset
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def teacher_classification(n: int, d_in: int, classes: int, seed: int = 0, teacher_hidden: int = 64) -> TensorDataset:
+    """Gaussian inputs labelled by a fixed random two-layer "teacher" network.
+
+    The labels are a deterministic function of the inputs, so a student MLP can drive its loss
+    well below chance (ln ``classes``); how fast it does is the lesson, not whether.
+    """
+    if n < 1 or d_in < 1 or classes < 2:
+        raise ValueError(f"need n >= 1, d_in >= 1 and classes >= 2; got n={n}, d_in={d_in}, classes={classes}")
+    g = _generator(seed)
+    x = torch.randn(n, d_in, generator=g)  # (n, d_in)
+    w1 = torch.randn(d_in, teacher_hidden, generator=g) / math.sqrt(d_in)
+    w2 = torch.randn(teacher_hidden, classes, generator=g) / math.sqrt(teacher_hidden)
+    y = (torch.tanh(x @ w1) @ w2).argmax(dim=1)  # (n,)
+    return TensorDataset(x, y)
+
+
+def grating_images(n: int, size: int = 32, classes: int = 4, seed: int = 0, noise: float = 0.5) -> TensorDataset:
+    """RGB images of sinusoidal gratings whose orientation is the class, plus noise.
+
+    Shaped like a real image batch (n, 3, size, size), learnable by a small CNN.
+    """
+    if size < 4 or classes < 2:
+        raise ValueError(f"need size >= 4 and classes >= 2; got size={size}, classes={classes}")
+    g = _generator(seed)
+    y = torch.randint(classes, (n,), generator=g)
+    angle = y.float() * math.pi / classes  # (n,)
+    phase = torch.rand(n, generator=g) * 2 * math.pi
+    freq = 2 * math.pi * 3 / size
+    coords = torch.arange(size, dtype=torch.float32)
+    yy, xx = torch.meshgrid(coords, coords, indexing="ij")  # (size, size)
+    along = xx * torch.cos(angle)[:, None, None] + yy * torch.sin(angle)[:, None, None]  # (n, size, size)
+    base = torch.sin(freq * along + phase[:, None, None])
+    colour = torch.rand(n, 3, 1, 1, generator=g) * 0.5 + 0.5
+    x = base[:, None] * colour + noise * torch.randn(n, 3, size, size, generator=g)
+    return TensorDataset(x, y)
+
+
+def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> torch.Tensor:
+    """Token sequences (n, seq_len) that count up by a per-sequence step: x[t+1] = x[t] + s mod vocab.
+
+    After two tokens the rest is predictable, so a small GPT learns it within a few hundred steps.
+    """
+    if seq_len < 2 or vocab < 4:
+        raise ValueError(f"need seq_len >= 2 and vocab >= 4; got seq_len={seq_len}, vocab={vocab}")
+    g = _generator(seed)
+    start = torch.randint(vocab, (n, 1), generator=g)
+    step = torch.randint(1, 4, (n, 1), generator=g)
+    return (start + step * torch.arange(seq_len)) % vocab

@@ -1,0 +1,260 @@
+"""Memory: measured peaks by category, and first-principles bytes per parameter.
+
+Taught in notebook 01 (what a training step holds that inference does not) and notebook 04.
+
+Measurement: ``torch.distributed._tools.mem_tracker.MemTracker`` follows every tensor created
+during the call and sorts it into parameters, gradients, optimizer state, activations and
+temporaries; it works on CPU tensors, so the same breakdown exists on a laptop. On CUDA the
+peak itself comes from the caching allocator's statistics (what the GPU really had to hold,
+including anything not tracked), and MemTracker supplies the breakdown.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch.distributed._tools.mem_tracker import MemTracker
+
+from .device import available_memory_bytes
+from .timing import MeasurementError
+
+CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
+
+# MemTracker's reference types → our five categories. Buffers (e.g. BatchNorm statistics) are model
+# state, so they count as parameters; backward temporaries (gradients of activations) and tensors
+# handed in from outside (the input batch) are "other".
+_CATEGORY_OF = {
+    "Parameter": "parameters",
+    "Buffer": "parameters",
+    "Gradient": "gradients",
+    "Optstate": "optimizer",
+    "Activation": "activations",
+    "Temp": "other",
+    "Other": "other",
+}
+
+
+class DoesNotFitError(MemoryError):
+    """An experiment needs more memory than the device has."""
+
+
+@dataclass
+class MemoryRecord:
+    """Peak memory of one call, with the breakdown at the moment of the peak."""
+
+    label: str
+    peak_bytes: int
+    by_category: dict[str, int]  # at the moment of the peak; sums to the tracked peak
+    resident_by_category: dict[str, int]  # still held when the call returned (state, not transients)
+    tracked_peak_bytes: int
+    device: str
+    source: str  # where peak_bytes came from
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak_bytes / 2**20
+
+    @property
+    def transient_bytes(self) -> int:
+        """Bytes that existed at the peak but were gone when the call returned."""
+        return max(0, self.tracked_peak_bytes - sum(self.resident_by_category.values()))
+
+    def to_dict(self) -> dict:
+        return dict(
+            label=self.label,
+            peak_bytes=self.peak_bytes,
+            peak_mib=self.peak_mib,
+            by_category=dict(self.by_category),
+            resident_by_category=dict(self.resident_by_category),
+            tracked_peak_bytes=self.tracked_peak_bytes,
+            transient_bytes=self.transient_bytes,
+            device=self.device,
+            source=self.source,
+            **self.extra,
+        )
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k} {v / 2**20:.2f}" for k, v in self.by_category.items() if v)
+        return f"{self.label}: peak {self.peak_mib:.2f} MiB ({parts} MiB) on {self.device} [{self.source}]"
+
+
+def _categorise(snapshot: dict) -> dict[str, int]:
+    out = dict.fromkeys(CATEGORIES, 0)
+    for dev_snap in snapshot.values():
+        for reftype, nbytes in dev_snap.items():
+            name = getattr(reftype, "value", reftype)
+            if name in _CATEGORY_OF:
+                out[_CATEGORY_OF[name]] += int(nbytes)
+    return out
+
+
+def _flatten_trackables(objs: Iterable) -> list:
+    found = []
+    for obj in objs:
+        if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)):
+            found.append(obj)
+        elif isinstance(obj, (list, tuple)):
+            found.extend(_flatten_trackables(obj))
+    return found
+
+
+def peak_memory(
+    fn: Callable,
+    *args,
+    track: Iterable = (),
+    label: str | None = None,
+    device: torch.device | str | None = None,
+    **kwargs,
+) -> MemoryRecord:
+    """Run ``fn(*args, **kwargs)`` once and return its peak memory with a breakdown (notebook 01).
+
+    Tensors, modules and optimizers among ``args`` and in ``track`` are counted from the start,
+    so weights and an optimizer's existing state are part of the peak even when ``fn`` is a
+    closure. Pass the model and optimizer in ``track`` when ``fn`` uses them from outside.
+
+    ``by_category`` has the keys ``parameters``, ``gradients``, ``optimizer``, ``activations``
+    and ``other`` (input batch, backward temporaries), in bytes, at the moment of the peak.
+    """
+    if not callable(fn):
+        raise TypeError(f"peak_memory() needs a callable, got {type(fn).__name__}")
+    label = label or getattr(fn, "__name__", "fn")
+    trackables = _flatten_trackables([*args, *track])
+    if device is None:
+        device = next(
+            (o.device for o in trackables if isinstance(o, torch.Tensor)),
+            next((p.device for o in trackables if isinstance(o, torch.nn.Module) for p in o.parameters()), None),
+        )
+    device = torch.device(device) if device is not None else torch.device("cpu")
+
+    gc.collect()
+    on_cuda = device.type == "cuda"
+    if on_cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        baseline = torch.cuda.memory_allocated(device)
+
+    tracker = MemTracker()
+    if trackables:
+        tracker.track_external(*trackables)
+        _mark_frozen_parameters(tracker, trackables)
+    try:
+        with tracker:
+            fn(*args, **kwargs)
+        if on_cuda:
+            torch.cuda.synchronize(device)
+    except torch.OutOfMemoryError as exc:
+        _release(device)
+        raise DoesNotFitError(
+            f"{label!r} ran out of memory on {device} "
+            f"({available_memory_bytes(device) / 2**30:.2f} GiB free after clean-up); "
+            "use a smaller batch, model or sequence, a lower precision, or activation checkpointing"
+        ) from exc
+    except Exception as exc:
+        raise MeasurementError(f"{label!r} raised {type(exc).__name__}, so no peak was measured: {exc}") from exc
+
+    by_category = _categorise(tracker.get_tracker_snapshot("peak"))
+    resident = _categorise(tracker.get_tracker_snapshot("current"))
+    tracked_peak = sum(by_category.values())
+    extra: dict = {}
+    if on_cuda:
+        peak = int(torch.cuda.max_memory_allocated(device))
+        extra = dict(
+            baseline_bytes=int(baseline),
+            reserved_peak_bytes=int(torch.cuda.max_memory_reserved(device)),
+        )
+        source = "CUDA caching allocator (max_memory_allocated); breakdown from MemTracker"
+    else:
+        peak = tracked_peak
+        source = "MemTracker (tensors tracked during the call)"
+    return MemoryRecord(label, peak, by_category, resident, tracked_peak, str(device), source, extra)
+
+
+class _NoHook:
+    def remove(self) -> None:
+        pass
+
+
+def _mark_frozen_parameters(tracker: MemTracker, trackables: list) -> None:
+    """Let MemTracker follow modules with frozen parameters (fine-tuning, notebook 01).
+
+    MemTracker registers a gradient hook on every parameter of each module that runs, and PyTorch
+    refuses hooks on tensors with ``requires_grad=False``. Frozen parameters never get gradients,
+    so they are marked as already hooked. This is why frozen modules must be passed in ``track``.
+    """
+    for obj in trackables:
+        if isinstance(obj, torch.nn.Module):
+            for p in obj.parameters():
+                if not p.requires_grad:
+                    tracker._param_to_grad_hook_handles[p] = (_NoHook(), _NoHook())
+
+
+def _release(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter held as state (not activations) by a precision/optimizer recipe."""
+
+    parameters: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.parameters + self.gradients + self.optimizer
+
+
+# Bytes per parameter. Mixed precision keeps bf16/fp16 weights and gradients plus an fp32 master
+# copy and fp32 Adam moments (2 + 2 + 4 + 4 + 4 = 16, the same as plain fp32 Adam: mixed precision
+# saves activation memory and time, not state). int8 ignores the small per-channel scales.
+RECIPES: dict[str, StateBytes] = {
+    "fp32 inference": StateBytes(4, 0, 0),
+    "bf16 inference": StateBytes(2, 0, 0),
+    "fp16 inference": StateBytes(2, 0, 0),
+    "int8 inference": StateBytes(1, 0, 0),
+    "fp32 sgd": StateBytes(4, 4, 0),
+    "fp32 sgd-momentum": StateBytes(4, 4, 4),
+    "fp32 adam": StateBytes(4, 4, 8),
+    "mixed adam": StateBytes(2, 2, 12),
+}
+
+
+def bytes_per_parameter(recipe: str) -> StateBytes:
+    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (notebooks 01 and 04)."""
+    key = recipe.strip().lower()
+    if key not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    return RECIPES[key]
+
+
+def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> dict[str, int]:
+    """Predicted parameter, gradient and optimizer bytes for a model of ``n_params`` parameters.
+
+    Gradients and optimizer state exist only for trainable parameters (``n_trainable``, default
+    all of them): that is why fine-tuning a head is so much lighter than full training.
+    """
+    per = bytes_per_parameter(recipe)
+    n_trainable = n_params if n_trainable is None else n_trainable
+    return dict(
+        parameters=int(per.parameters * n_params),
+        gradients=int(per.gradients * n_trainable),
+        optimizer=int(per.optimizer * n_trainable),
+    )
+
+
+def ensure_fits(required_bytes: int, device: torch.device | str, what: str = "this experiment") -> None:
+    """Raise :class:`DoesNotFitError` before allocating if ``required_bytes`` exceed what is free."""
+    device = torch.device(device)
+    free = available_memory_bytes(device)
+    if required_bytes > free:
+        raise DoesNotFitError(
+            f"{what} needs about {required_bytes / 2**30:.2f} GiB but {device} has "
+            f"{free / 2**30:.2f} GiB free; choose a smaller size or profile='quick'"
+        )

@@ -1,0 +1,106 @@
+"""One plotting style for the whole suite, and the progress bar used by every sweep.
+
+Small figures, log axes for sweeps, every axis labelled with its unit, and the Okabe–Ito palette
+(distinguishable with the common forms of colour blindness).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+from tqdm.auto import tqdm
+
+from .ceilings import Roofline
+
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+
+
+def use_style() -> None:
+    """Apply the suite's matplotlib style (called on ``import labkit``)."""
+    mpl.rcParams.update(
+        {
+            "figure.figsize": (6.4, 3.8),
+            "figure.dpi": 100,
+            "axes.prop_cycle": mpl.cycler(color=OKABE_ITO),
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "font.size": 10,
+            "legend.frameon": False,
+        }
+    )
+
+
+def progress(iterable: Iterable | None = None, desc: str = "", total: int | None = None, **kwargs):
+    """A ``tqdm.auto`` progress bar: a widget in Jupyter, text in a terminal."""
+    return tqdm(iterable, desc=desc, total=total, **kwargs)
+
+
+def plot_roofline(
+    roofline: Roofline,
+    points: Sequence[dict] = (),
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    label: str | None = None,
+) -> plt.Axes:
+    """Draw the roofline (log–log) and place operations on it (notebook 00).
+
+    Each point is a dict with ``label``, ``intensity`` (FLOP/byte) and ``flops_per_s`` (achieved).
+    """
+    if ax is None:
+        _, ax = plt.subplots()
+    lo = min([p["intensity"] for p in points] + [roofline.ridge_intensity / 100]) / 2
+    hi = max([p["intensity"] for p in points] + [roofline.ridge_intensity * 100]) * 2
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [roofline.attainable(x) / 1e9 for x in xs], color="black", lw=2, label=label or roofline.label)
+    ax.axvline(roofline.ridge_intensity, color="grey", ls=":", lw=1)
+    ax.annotate(
+        f"ridge {roofline.ridge_intensity:.1f} FLOP/B",
+        (roofline.ridge_intensity, roofline.peak_flops / 1e9),
+        textcoords="offset points",
+        xytext=(5, -14),
+        fontsize=8,
+        color="grey",
+    )
+    for i, p in enumerate(points):
+        ax.scatter(p["intensity"], p["flops_per_s"] / 1e9, color=OKABE_ITO[(i + 1) % len(OKABE_ITO)], zorder=3)
+        ax.annotate(
+            p["label"], (p["intensity"], p["flops_per_s"] / 1e9), textcoords="offset points", xytext=(5, 4), fontsize=8
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("performance (GFLOP/s)")
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="lower right")
+    return ax
+
+
+def plot_series(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    xlabel: str,
+    ylabel: str,
+    ax: plt.Axes | None = None,
+    label: str | None = None,
+    logx: bool = False,
+    logy: bool = False,
+    **kwargs,
+) -> plt.Axes:
+    """A labelled line plot; both labels should carry their unit, e.g. ``"batch size (samples)"``."""
+    if ax is None:
+        _, ax = plt.subplots()
+    ax.plot(xs, ys, label=label, **kwargs)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if label:
+        ax.legend()
+    return ax

@@ -1,0 +1,71 @@
+"""Profiles: the quick and full sizes of every experiment in one place.
+
+Taught in notebook 00. A notebook's ``parameters`` cell holds ``PROFILE = "auto"``; papermill may
+override it, and nbval (which cannot inject parameters) sets ``LABKIT_PROFILE`` instead.
+
+- ``quick``: fits each notebook into its CI budget on 2 CPU cores.
+- ``full``: the real lesson, on a GPU or a patient laptop.
+- ``auto``: ``LABKIT_PROFILE`` if set, else ``full`` on a CUDA GPU and ``quick`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import torch
+
+PROFILE_ENV = "LABKIT_PROFILE"
+PROFILES = ("quick", "full", "auto")
+
+# Every experiment's sizes, per notebook and profile. ``min_run_s`` is the time labkit.measure
+# spends per measurement; everything else is the notebook's own knobs.
+SIZES: dict[str, dict[str, dict]] = {
+    "00_start_here": {
+        "quick": dict(matmul_n=1024, copy_mib=128, matvec_n=8192, single_shots=20, min_run_s=0.2),
+        "full": dict(matmul_n=4096, copy_mib=1024, matvec_n=16384, single_shots=50, min_run_s=1.0),
+    },
+    "01_inference_vs_training": {
+        "quick": dict(
+            batch=256, d_in=256, hidden=1024, depth=3, classes=10,
+            train_samples=8192, epochs=3, min_run_s=0.2,
+        ),
+        "full": dict(
+            batch=512, d_in=512, hidden=4096, depth=4, classes=10,
+            train_samples=65536, epochs=5, min_run_s=1.0,
+        ),
+    },
+}  # fmt: skip
+
+
+def resolve_profile(value: str | None = "auto", device: torch.device | str | None = None) -> str:
+    """Turn a ``PROFILE`` parameter into ``"quick"`` or ``"full"`` (notebook 00).
+
+    An unknown value raises ``ValueError`` listing the allowed ones, so a typo in a parameters
+    cell or in ``LABKIT_PROFILE`` stops the notebook at its first cell rather than running the
+    wrong sizes for minutes.
+    """
+    requested = (value or "auto").strip().lower()
+    if requested not in PROFILES:
+        raise ValueError(f"unknown profile {value!r}; allowed: {', '.join(PROFILES)}")
+    if requested != "auto":
+        return requested
+    from_env = os.environ.get(PROFILE_ENV, "").strip().lower()
+    if from_env:
+        if from_env not in ("quick", "full"):
+            raise ValueError(f"{PROFILE_ENV}={from_env!r} is not a profile; allowed: quick, full")
+        return from_env
+    if device is None:
+        on_gpu = torch.cuda.is_available()
+    else:
+        on_gpu = torch.device(device).type == "cuda"
+    return "full" if on_gpu else "quick"
+
+
+def settings(notebook: str, profile: str) -> SimpleNamespace:
+    """The sizes of ``notebook``'s experiments for a resolved ``profile`` ("quick" or "full")."""
+    if notebook not in SIZES:
+        raise KeyError(f"no sizes for notebook {notebook!r}; known: {', '.join(sorted(SIZES))}")
+    if profile not in ("quick", "full"):
+        raise ValueError(f"profile must be resolved to 'quick' or 'full' first, got {profile!r}")
+    return SimpleNamespace(notebook=notebook, profile=profile, **SIZES[notebook][profile])

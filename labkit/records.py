@@ -1,0 +1,194 @@
+"""Records: the hardware + software card stamped on every result, and results saved as JSON.
+
+Taught in notebook 00 ("what to record with any benchmark"). A number without its machine,
+versions, dtype, thread count and profile cannot be compared with anyone else's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import tempfile
+from dataclasses import asdict, is_dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from .device import describe
+
+RESULTS_ENV = "LABKIT_RESULTS_DIR"
+REFERENCE_DIRNAME = Path("results") / "reference"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def gpu_driver_version() -> str | None:
+    """The NVIDIA driver version, if NVML can be asked (None elsewhere)."""
+    if not torch.cuda.is_available():
+        return None
+    try:
+        import pynvml  # shipped with some CUDA set-ups; optional
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:
+        pass
+    try:
+        import subprocess
+
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_card(
+    device: torch.device | str, dtype: torch.dtype | str | None = None, profile: str | None = None
+) -> dict:
+    """Everything needed to compare a result with someone else's: hardware, software, settings."""
+    device = torch.device(device)
+    card = describe(device)
+    card.update(
+        torch=torch.__version__,
+        torchvision=_version("torchvision"),
+        numpy=_version("numpy"),
+        labkit=_version("labkit"),
+        python=platform.python_version(),
+        os=f"{platform.system()} {platform.release()}",
+        machine=platform.machine(),
+        cuda=torch.version.cuda if device.type == "cuda" else None,
+        cudnn=torch.backends.cudnn.version() if device.type == "cuda" else None,
+        driver=gpu_driver_version() if device.type == "cuda" else None,
+        dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
+        profile=profile,
+        created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
+    return card
+
+
+def to_jsonable(obj):
+    """Turn records, dataclasses, tensors, dtypes and numpy scalars into plain JSON values."""
+    if hasattr(obj, "to_dict"):
+        return to_jsonable(obj.to_dict())
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return obj.tolist()
+    if isinstance(obj, (torch.dtype, torch.device, Path)):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, float) and obj != obj:  # NaN is not valid JSON
+        return None
+    return obj
+
+
+def write_json_atomic(path: str | os.PathLike, data) -> Path:
+    """Write ``data`` as JSON so that readers see the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def project_root() -> Path | None:
+    """The checkout labkit was installed from (editable install), or None for a plain install."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").exists() and (root / "notebooks").is_dir() else None
+
+
+def results_dir() -> Path:
+    """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``."""
+    if os.environ.get(RESULTS_ENV):
+        return Path(os.environ[RESULTS_ENV])
+    root = project_root()
+    return (root / "build" / "results") if root else Path.home() / ".cache" / "labkit" / "results"
+
+
+class ResultLog:
+    """A notebook's results: named entries plus the machine card, saved as one JSON file.
+
+    >>> log = ResultLog("00_start_here", card)          # doctest: +SKIP
+    >>> log.add("matmul fp32", timing_record, tflops=0.4)  # doctest: +SKIP
+    >>> log.save()                                        # doctest: +SKIP
+    """
+
+    def __init__(self, notebook: str, card: dict):
+        self.notebook = notebook
+        self.card = card
+        self.results: dict[str, dict] = {}
+        self.summary: dict[str, object] = {}
+
+    def add(self, name: str, record=None, **values) -> dict:
+        """Store one result under ``name``: a record (timing, memory, ...) and/or plain values."""
+        entry = {}
+        if record is not None:
+            entry.update(to_jsonable(record))
+        entry.update(to_jsonable(values))
+        self.results[name] = entry
+        return entry
+
+    def headline(self, **values) -> None:
+        """Key numbers shown in the report's summary table (short names, units in the name)."""
+        self.summary.update(to_jsonable(values))
+
+    def to_dict(self) -> dict:
+        return dict(notebook=self.notebook, card=self.card, summary=self.summary, results=self.results)
+
+    def save(self, directory: str | os.PathLike | None = None) -> Path:
+        directory = Path(directory) if directory is not None else results_dir()
+        return write_json_atomic(directory / f"{self.notebook}.json", self.to_dict())
+
+
+def load_reference(notebook: str, root: str | os.PathLike | None = None) -> list[dict]:
+    """Reference results recorded on datacenter GPUs for ``notebook`` (an empty list if none yet).
+
+    Looks in ``results/reference/<gpu>/<notebook>.json`` of the checkout.
+    """
+    base = Path(root) if root is not None else (project_root() or Path.cwd())
+    found = []
+    for path in sorted((base / REFERENCE_DIRNAME).glob(f"*/{notebook}.json")):
+        data = json.loads(path.read_text())
+        data["source_file"] = str(path.relative_to(base))
+        found.append(data)
+    return found
+
+
+def card_line(card: dict) -> str:
+    """One line naming the machine and software of a card, for labels and captions."""
+    parts = [card.get("device_name", "?"), f"torch {card.get('torch', '?')}"]
+    if card.get("cuda"):
+        parts.append(f"CUDA {card['cuda']}")
+    if card.get("driver"):
+        parts.append(f"driver {card['driver']}")
+    parts.append(f"{card.get('torch_threads', '?')} threads")
+    if card.get("profile"):
+        parts.append(f"profile {card['profile']}")
+    return ", ".join(str(p) for p in parts)

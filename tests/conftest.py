@@ -1,0 +1,29 @@
+import os
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+_WALL_TIMES: dict[str, float] = {}
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def wall_times() -> dict[str, float]:
+    """Notebook wall times, printed at the end of the run (the budgets are in the README)."""
+    return _WALL_TIMES
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _WALL_TIMES:
+        terminalreporter.section("notebook wall times (papermill, quick profile)")
+        for name, seconds in _WALL_TIMES.items():
+            terminalreporter.write_line(f"{name}: {seconds:.1f} s")

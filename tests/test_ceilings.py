@@ -1,0 +1,35 @@
+import pytest
+import torch
+
+from labkit import ceilings
+
+
+def test_roofline_arithmetic():
+    roof = ceilings.Roofline(peak_flops=100e9, bandwidth=10e9)
+    assert roof.ridge_intensity == 10
+    assert roof.attainable(1) == 10e9
+    assert roof.attainable(1000) == 100e9
+    assert roof.bound(0.5) == "memory-bound" and roof.bound(20) == "compute-bound"
+    # 1 GFLOP and 1 GB: moving the bytes (0.1 s) takes longer than the maths (0.01 s)
+    assert roof.predict_seconds(1e9, 1e9) == pytest.approx(0.1)
+
+
+def test_points():
+    flops, nbytes = ceilings.matmul_point(64, 64, 64)
+    assert flops == 2 * 64**3 and nbytes == 3 * 64 * 64 * 4
+    assert ceilings.elementwise_point(1000) == (1000, 12000)
+
+
+def test_measured_ceilings_are_rates_from_their_timings():
+    mm = ceilings.measure_matmul_ceiling("cpu", torch.float32, n=128, min_run_s=0.05)
+    assert mm.value == pytest.approx(2 * 128**3 / mm.timing.median_s)
+    assert mm.unit == "FLOP/s" and mm.size == "128x128"
+    bw = ceilings.measure_copy_bandwidth("cpu", mib=8, min_run_s=0.05)
+    assert bw.value == pytest.approx(2 * 8 * 2**20 / bw.timing.median_s)
+    assert bw.to_dict()["unit"] == "B/s"
+
+
+def test_dtype_choice_and_datasheets():
+    assert ceilings.low_precision_dtype("cpu") == torch.bfloat16
+    assert ceilings.datasheet_for("NVIDIA H200")["bf16_tflops"] == 989.0
+    assert ceilings.datasheet_for("a laptop") is None

@@ -1,0 +1,65 @@
+import pytest
+import torch
+import torch.nn as nn
+
+from labkit import flops, models
+
+
+@pytest.mark.parametrize("m,k,n", [(512, 256, 128), (1, 1, 1), (33, 7, 5)])
+def test_matmul_is_2mnk(m, k, n):
+    expected = 2 * m * n * k
+    assert flops.count_flops(torch.matmul, torch.randn(m, k), torch.randn(k, n)) == expected
+    assert flops.matmul_flops(m, n, k) == expected
+
+
+def test_batched_matmul_and_linear():
+    assert flops.count_flops(torch.bmm, torch.randn(4, 8, 16), torch.randn(4, 16, 32)) == 2 * 4 * 8 * 32 * 16
+    layer = nn.Linear(64, 32)  # the bias add is element-wise work, not counted
+    assert flops.count_flops(layer, torch.randn(10, 64)) == 2 * 10 * 64 * 32
+
+
+def test_convolution():
+    conv = nn.Conv2d(3, 16, kernel_size=3, padding=1)
+    x = torch.randn(2, 3, 8, 8)
+    assert flops.count_flops(conv, x) == 2 * 2 * 16 * 8 * 8 * 3 * 3 * 3
+
+
+def test_backward_of_a_matmul_is_twice_the_forward():
+    a = torch.randn(64, 32, requires_grad=True)
+    b = torch.randn(32, 16, requires_grad=True)
+
+    def fwd_bwd():
+        (a @ b).sum().backward()
+
+    assert flops.count_flops(fwd_bwd) == 3 * 2 * 64 * 32 * 16
+
+
+def test_mlp_training_step_formula_is_exact():
+    mlp = models.MLP(20, 30, 2, 5)
+    x, y = torch.randn(8, 20), torch.randint(0, 5, (8,))
+
+    def step():
+        nn.functional.cross_entropy(mlp(x), y).backward()
+
+    assert flops.count_flops(step) == models.mlp_training_flops(mlp.widths, 8)
+    assert flops.count_flops(mlp, x) == models.mlp_forward_flops(mlp.widths, 8)
+
+
+def test_resnet18_counts_3_63_gflops_which_papers_call_1_8():
+    net = models.torchvision_model("resnet18")
+    with torch.no_grad():
+        total = flops.count_flops(net, torch.randn(1, 3, 224, 224))
+    assert total == 3_628_146_688
+    assert round(total / 2 / 1e9, 1) == 1.8  # multiply-adds, the ResNet paper's "FLOPs"
+
+
+def test_by_operator_and_intensity():
+    by_op = flops.flops_by_operator(torch.mm, torch.randn(4, 4), torch.randn(4, 4))
+    assert by_op == {"mm": 128}
+    assert flops.arithmetic_intensity(100, 50) == 2
+    with pytest.raises(ValueError, match="positive"):
+        flops.arithmetic_intensity(1, 0)
+    assert flops.dtype_bytes(torch.bfloat16) == 2 and flops.dtype_bytes(torch.int8) == 1
+    assert flops.matmul_bytes(2, 3, 4) == (2 * 4 + 4 * 3 + 2 * 3) * 4
+    with pytest.raises(TypeError, match="module or a callable"):
+        flops.count_flops("resnet")

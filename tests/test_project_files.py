@@ -1,0 +1,72 @@
+"""The set-up files agree with each other: one package list, one place for pins, the two commands."""
+
+import re
+import tomllib
+
+import yaml
+
+CONDA_TO_PIP = {"pytorch": "torch", "pytorch-cpu": "torch", "pytorch-gpu": "torch"}
+NOT_PACKAGES = {"python", "pip"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def _pyproject_packages(root) -> set[str]:
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    names = {_name(r) for r in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        names |= {_name(r) for r in extra}
+    return names
+
+
+def _conda_packages(path) -> set[str]:
+    env = yaml.safe_load(path.read_text())
+    names = set()
+    for dep in env["dependencies"]:
+        if isinstance(dep, str):
+            name = _name(dep)
+            names.add(CONDA_TO_PIP.get(name, name))
+    return names - NOT_PACKAGES
+
+
+def test_conda_and_binder_environments_list_the_same_packages_as_pyproject(root):
+    wanted = _pyproject_packages(root)
+    assert _conda_packages(root / "environment.yml") == wanted
+    assert _conda_packages(root / "binder" / "environment.yml") == wanted
+
+
+def test_gpu_and_binder_environments_use_the_right_pytorch_builds(root):
+    assert "pytorch-gpu" in (root / "environment.yml").read_text()
+    binder = yaml.safe_load((root / "binder" / "environment.yml").read_text())
+    assert "pytorch-cpu" in binder["dependencies"] and binder["channels"] == ["conda-forge"]
+
+
+def test_constraints_pin_every_package_exactly_once(root):
+    pins = {}
+    for line in (root / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt: {line!r} is not an exact pin"
+            assert name.lower() not in pins, f"{name} pinned twice"
+            pins[name.lower()] = version
+    assert set(pins) == _pyproject_packages(root)
+    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+
+
+def test_binder_postbuild_installs_labkit_and_stops_on_error(root):
+    post = (root / "binder" / "postBuild").read_text()
+    assert post.startswith("#!") and "set -e" in post and "pip install" in post and "-e ." in post
+
+
+def test_readme_ci_and_makefile_share_the_commands(root):
+    readme = (root / "README.md").read_text()
+    assert "make lab" in readme and "make test" in readme and "make report" in readme
+    ci = (root / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", ci, re.MULTILINE)
+    makefile = (root / "Makefile").read_text()
+    for target in ("lab:", "test:", "report:", "doctor:"):
+        assert target in makefile
+    assert "127.0.0.1" in makefile and "constraints.txt" in makefile

@@ -1,0 +1,114 @@
+import statistics
+import time
+
+import pytest
+import torch
+import torch.utils.benchmark as benchmark
+
+from labkit import timing
+
+
+def test_record_fields_are_consistent():
+    a = torch.randn(128, 128)
+    rec = timing.measure(torch.matmul, a, a, min_run_s=0.05, items=128)
+    assert rec.min_s <= rec.median_s <= rec.max_s
+    assert rec.blocks >= 4 and rec.calls_per_block >= 1
+    assert rec.threads == torch.get_num_threads()
+    assert rec.device == "cpu"
+    assert rec.items_per_s == pytest.approx(128 / rec.median_s)
+    d = rec.to_dict()
+    assert d["median_ms"] == pytest.approx(rec.median_s * 1e3)
+    assert "median" in str(rec)
+
+
+def test_warmup_is_not_timed():
+    calls = []
+
+    def slow_first_call():
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.3)  # a one-off cost, like lazy initialisation
+
+    rec = timing.measure(slow_first_call, warmup=1, min_run_s=0.05)
+    assert rec.max_s < 0.05
+    assert len(calls) > 1 + rec.blocks
+
+
+def test_durations_scale_as_expected():
+    short = timing.measure(time.sleep, 0.002, min_run_s=0.1)
+    long = timing.measure(time.sleep, 0.008, min_run_s=0.1)
+    # sleep overshoots by a roughly constant amount, so the ratio is a little under 4
+    assert 2.5 < long.median_s / short.median_s < 4.5
+
+
+def test_matches_torch_benchmark_within_10_percent():
+    a = torch.randn(512, 512)
+    ours, theirs = [], []
+    for _ in range(5):  # interleaved, so drifts in machine load hit both alike
+        ours.append(timing.measure(torch.matmul, a, a, min_run_s=0.2).median_s)
+        timer = benchmark.Timer(
+            "torch.matmul(a, a)", globals={"a": a, "torch": torch}, num_threads=torch.get_num_threads()
+        )
+        theirs.append(timer.blocked_autorange(min_run_time=0.2).median)
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    assert 0.9 < ratio < 1.1, f"labkit.measure median is {ratio:.2f}x torch.utils.benchmark's"
+
+
+def test_raising_callable_is_a_clear_error():
+    def broken():
+        raise ZeroDivisionError("no data")
+
+    with pytest.raises(timing.MeasurementError, match=r"'broken' raised ZeroDivisionError during warm-up") as err:
+        timing.measure(broken)
+    assert isinstance(err.value.__cause__, ZeroDivisionError)
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="needs a callable"):
+        timing.measure(42)
+    with pytest.raises(ValueError, match="min_run_s must be positive"):
+        timing.measure(lambda: None, min_run_s=0)
+
+
+def test_noisy_measurement_warns():
+    state = {"k": 0}
+
+    def slower_every_call():  # a deliberately drifting workload: spread far above 10%
+        state["k"] += 1
+        time.sleep(0.0005 * state["k"])
+
+    with pytest.warns(timing.NoisyMeasurementWarning, match="IQR is"):
+        rec = timing.measure(slower_every_call, min_run_s=0.05, max_run_s=0.5, warmup=0)
+    assert rec.noisy and rec.warning
+
+
+def test_quiet_record_has_no_warning():
+    rec = timing.TimingRecord("x", 1.0, 0.05, 1.0, 0.9, 1.1, [1.0], blocks=5)
+    assert not rec.noisy and rec.warning is None
+    noisy = timing.TimingRecord("x", 1.0, 0.5, 1.0, 0.5, 2.0, [1.0], blocks=5)
+    assert noisy.noisy and "50%" in noisy.warning
+
+
+def test_helpers():
+    assert timing.throughput(100, 2.0) == 50.0
+    with pytest.raises(ValueError, match="positive"):
+        timing.throughput(1, 0)
+    assert timing.format_seconds(0.0123) == "12.3 ms"
+    assert timing.format_seconds(2.5) == "2.5 s"
+    assert timing.format_seconds(3e-6) == "3 µs"
+    assert timing.format_seconds(4e-9) == "4 ns"
+    assert timing.time_once(time.sleep, 0.001) >= 0.001
+    s = timing.summarize([3.0, 1.0, 2.0, 4.0])
+    assert s["median_s"] == 2.5 and s["min_s"] == 1.0 and s["max_s"] == 4.0 and s["n"] == 4
+
+
+def test_competing_load_slows_work_and_stops_its_thread():
+    import threading
+
+    a = torch.randn(384, 384)
+    quiet = timing.measure(torch.matmul, a, a, min_run_s=0.2)
+    with timing.competing_load("cpu"):
+        assert any(t.name == "labkit-competing-load" for t in threading.enumerate())
+        busy = timing.measure(torch.matmul, a, a, min_run_s=0.2)
+    assert not any(t.name == "labkit-competing-load" for t in threading.enumerate())
+    assert busy.median_s > 1.1 * quiet.median_s

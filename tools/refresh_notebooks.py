@@ -1,0 +1,47 @@
+"""Re-execute notebooks (quick profile) and store outputs only in `# NBVAL_CHECK_OUTPUT` cells.
+
+nbval compares those cells' outputs with what is stored, so they must hold the output of a real
+run; every other cell is committed without outputs (timings and plots differ on every machine).
+
+    python tools/refresh_notebooks.py [notebooks/NN_name.ipynb ...]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from labkit.report import run_notebook
+
+CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+def refresh(path: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        executed_path = Path(tmp) / path.name
+        run = run_notebook(path, executed_path, profile="quick", results_dir=tmp)
+        if run["status"] != "ok":
+            raise SystemExit(f"{path.name}: {run['error']} (see {executed_path})")
+        executed = {c.get("id"): c for c in nbformat.read(executed_path, as_version=4).cells}
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        cell.outputs = []
+        if cell.source.lstrip().startswith(CHECK_MARK):
+            ran = executed[cell.get("id")]
+            cell.outputs = [o for o in ran.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+            cell.execution_count = ran.execution_count  # nbval only compares cells that were run
+    nb.metadata.pop("papermill", None)
+    nbformat.write(nb, path)
+    print(f"{path.name}: refreshed in {run['wall_s']:.1f} s")
+
+
+if __name__ == "__main__":
+    paths = [Path(p) for p in sys.argv[1:]] or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for p in paths:
+        refresh(p)
