@@ -6,6 +6,8 @@ STAMP  := $(VENV)/.installed
 # Extra arguments for JupyterLab, e.g. `make lab LAB_ARGS=--no-browser` on a remote machine.
 LAB_ARGS ?=
 PROFILE ?= quick
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: lab test unit notebooks lint report doctor clean
 
@@ -16,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(LAB_ARGS) notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(ROOT_ARG) $(LAB_ARGS) notebooks/00_start_here.ipynb
 
 # The whole suite: lint, unit tests, every notebook under nbval, every notebook under papermill.
 test: $(STAMP) lint unit notebooks

@@ -61,7 +61,7 @@ def plot_roofline(
         f"ridge {roofline.ridge_intensity:.1f} FLOP/B",
         (roofline.ridge_intensity, roofline.peak_flops / 1e9),
         textcoords="offset points",
-        xytext=(5, -14),
+        xytext=(5, -24),
         fontsize=8,
         color="grey",
     )
@@ -76,7 +76,7 @@ def plot_roofline(
     ax.set_ylabel("performance (GFLOP/s)")
     if title:
         ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left")
     return ax
 
 
