@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 $(ROOT_ARG) $(LAB_ARGS) notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb \
+		$(ROOT_ARG) $(LAB_ARGS)
 
 # The whole suite: lint, unit tests, every notebook under nbval, every notebook under papermill.
 test: $(STAMP) lint unit notebooks

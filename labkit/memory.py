@@ -6,7 +6,8 @@ Measurement: ``torch.distributed._tools.mem_tracker.MemTracker`` follows every t
 during the call and sorts it into parameters, gradients, optimizer state, activations and
 temporaries; it works on CPU tensors, so the same breakdown exists on a laptop. On CUDA the
 peak itself comes from the caching allocator's statistics (what the GPU really had to hold,
-including anything not tracked), and MemTracker supplies the breakdown.
+including temporaries MemTracker cannot see, such as library workspaces), less whatever
+was already allocated before the call and not named in ``track``; MemTracker supplies the breakdown.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def peak_memory(
     if trackables:
         tracker.track_external(*trackables)
         _mark_frozen_parameters(tracker, trackables)
+    tracked_before = sum(_categorise(tracker.get_tracker_snapshot("current")).values())
     try:
         with tracker:
             fn(*args, **kwargs)
@@ -161,12 +163,19 @@ def peak_memory(
     tracked_peak = sum(by_category.values())
     extra: dict = {}
     if on_cuda:
-        peak = int(torch.cuda.max_memory_allocated(device))
+        # The allocator sees every tensor in the process. Memory that was already allocated before the
+        # call and not named in ``track`` (other models, earlier experiments) is not this call's peak.
+        allocator_peak = int(torch.cuda.max_memory_allocated(device))
+        untracked_before = max(0, int(baseline) - tracked_before)
+        peak = allocator_peak - untracked_before
         extra = dict(
-            baseline_bytes=int(baseline),
+            allocator_peak_bytes=allocator_peak,
+            untracked_before_bytes=untracked_before,
             reserved_peak_bytes=int(torch.cuda.max_memory_reserved(device)),
         )
-        source = "CUDA caching allocator (max_memory_allocated); breakdown from MemTracker"
+        source = (
+            "CUDA caching allocator (max_memory_allocated, less untracked earlier memory); breakdown from MemTracker"
+        )
     else:
         peak = tracked_peak
         source = "MemTracker (tensors tracked during the call)"

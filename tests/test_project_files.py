@@ -70,3 +70,4 @@ def test_readme_ci_and_makefile_share_the_commands(root):
     for target in ("lab:", "test:", "report:", "doctor:"):
         assert target in makefile
     assert "127.0.0.1" in makefile and "constraints.txt" in makefile
+    assert "default_url=/lab/tree/notebooks/00_start_here.ipynb" in makefile
