@@ -31,9 +31,15 @@ from .memory import (  # noqa: E402
     state_bytes,
 )
 from .models import build_model, count_parameters, torchvision_model  # noqa: E402
-from .plots import plot_roofline, progress, use_style  # noqa: E402
+from .plots import (  # noqa: E402
+    plot_power_law,  # noqa: E402
+    plot_roofline,
+    progress,
+    use_style,
+)
 from .profiles import resolve_profile, settings  # noqa: E402
 from .records import ResultLog, load_reference, machine_card  # noqa: E402
+from .scaling import fit_linear, fit_power_law, sweep  # noqa: E402
 from .timing import MeasurementError, TimingRecord, measure, throughput  # noqa: E402
 
 __version__ = "0.1.0"
@@ -55,6 +61,8 @@ __all__ = [
     "count_flops",
     "count_parameters",
     "describe",
+    "fit_linear",
+    "fit_power_law",
     "flops_by_operator",
     "load_reference",
     "low_precision_dtype",
@@ -64,11 +72,13 @@ __all__ = [
     "measure_copy_bandwidth",
     "measure_matmul_ceiling",
     "peak_memory",
+    "plot_power_law",
     "plot_roofline",
     "progress",
     "resolve_profile",
     "settings",
     "state_bytes",
+    "sweep",
     "sync",
     "throughput",
     "torchvision_model",

@@ -63,3 +63,22 @@ def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> to
     start = torch.randint(vocab, (n, 1), generator=g)
     step = torch.randint(1, 4, (n, 1), generator=g)
     return (start + step * torch.arange(seq_len)) % vocab
+
+
+def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> torch.Tensor:
+    """A speech-like mono signal (1, samples): voiced harmonics with a syllable-rate envelope, plus noise.
+
+    Generated, not recorded: it has the length and sample rate of a real meeting recording, which
+    is all that decides the time a model takes over it (notebook 02).
+    """
+    if seconds <= 0 or sample_rate <= 0:
+        raise ValueError(f"seconds and sample_rate must be positive; got {seconds} and {sample_rate}")
+    n = int(seconds * sample_rate)
+    g = _generator(seed)
+    t = torch.arange(n, dtype=torch.float32) / sample_rate
+    pitch = 120.0 + 30.0 * torch.sin(2 * math.pi * 0.3 * t)  # a slowly gliding voice, in Hz
+    phase = 2 * math.pi * torch.cumsum(pitch, 0) / sample_rate
+    voice = sum(torch.sin(k * phase) / k for k in range(1, 6))
+    syllables = 0.5 * (1 + torch.sin(2 * math.pi * 4.0 * t))  # about four syllables a second
+    signal = 0.3 * voice * syllables + 0.02 * torch.randn(n, generator=g)
+    return signal.unsqueeze(0)

@@ -15,13 +15,35 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+aten = torch.ops.aten
+
+
+def _cpu_sdpa_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _cpu_sdpa_backward_flop(
+    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+) -> int:
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+# torch's FlopCounterMode knows the CUDA attention kernels but not the CPU flash-attention kernel that
+# F.scaled_dot_product_attention uses on CPUs, so attention would count as 0 FLOPs on a laptop.
+# The CPU kernel does the same maths; count it with torch's own formula.
+_EXTRA_FORMULAS = {}
+if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+    _EXTRA_FORMULAS[aten._scaled_dot_product_flash_attention_for_cpu] = _cpu_sdpa_flop
+if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
+    _EXTRA_FORMULAS[aten._scaled_dot_product_flash_attention_for_cpu_backward] = _cpu_sdpa_backward_flop
 
 
 def _run_counted(fn_or_module: Callable, inputs: tuple, kwargs: dict) -> FlopCounterMode:
     if not callable(fn_or_module):
         raise TypeError(f"count_flops() needs a module or a callable, got {type(fn_or_module).__name__}")
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping=_EXTRA_FORMULAS)
     with counter:
         fn_or_module(*inputs, **kwargs)
     return counter

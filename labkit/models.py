@@ -55,6 +55,27 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).mean(dim=(2, 3)))
 
 
+class AudioEncoder(nn.Module):
+    """A 1-D convolutional encoder over raw audio, shaped like wav2vec 2.0's feature encoder but narrow.
+
+    Strided convolutions turn 16 kHz samples into about 50 frames per second (notebook 02).
+    """
+
+    def __init__(self, channels: int = 64, classes: int = 10):
+        super().__init__()
+        specs = [(10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2)]  # (kernel, stride): 320x downsampling
+        layers: list[nn.Module] = []
+        c_in = 1
+        for kernel, stride in specs:
+            layers += [nn.Conv1d(c_in, channels, kernel, stride), nn.GELU()]
+            c_in = channels
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(channels, classes)
+
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:  # (B, 1, samples) -> (B, frames, classes)
+        return self.head(self.features(audio).transpose(1, 2))
+
+
 class Block(nn.Module):
     """Pre-norm transformer block: causal self-attention then a 4× MLP."""
 

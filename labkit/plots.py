@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 from tqdm.auto import tqdm
 
 from .ceilings import Roofline
@@ -103,4 +104,40 @@ def plot_series(
         ax.set_yscale("log")
     if label:
         ax.legend()
+    return ax
+
+
+def plot_power_law(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    fit=None,
+    label: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    ax: plt.Axes | None = None,
+    **kwargs,
+) -> plt.Axes:
+    """Measured points on log–log axes, with a fitted power law drawn through them (notebooks 02, 03).
+
+    ``fit`` is a :class:`labkit.scaling.PowerLawFit`; its exponent goes into the legend.
+    """
+    if ax is None:
+        _, ax = plt.subplots()
+    points = ax.scatter(xs, ys, zorder=3, **kwargs)
+    if fit is not None:
+        lo, hi = min(xs), max(xs)
+        grid = [lo * (hi / lo) ** (i / 50) for i in range(51)]
+        ax.plot(
+            grid,
+            fit.predict(grid),
+            color=points.get_facecolor()[0],
+            lw=1.5,
+            label=f"{label}: exponent {fit.exponent:.2f}",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a short log axis overlap
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend()
     return ax

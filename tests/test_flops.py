@@ -63,3 +63,14 @@ def test_by_operator_and_intensity():
     assert flops.matmul_bytes(2, 3, 4) == (2 * 4 + 4 * 3 + 2 * 3) * 4
     with pytest.raises(TypeError, match="module or a callable"):
         flops.count_flops("resnet")
+
+
+def test_attention_is_counted_on_cpu_too():
+    q, k, v = (torch.randn(2, 4, 128, 32, requires_grad=True) for _ in range(3))
+    forward = 2 * (2 * 2 * 4 * 128 * 128 * 32)  # q @ k^T and scores @ v
+    assert flops.count_flops(torch.nn.functional.scaled_dot_product_attention, q, k, v) == forward
+
+    def fwd_bwd():
+        torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
+
+    assert flops.count_flops(fwd_bwd) == forward + 2 * forward + forward // 2  # backward recomputes the scores
