@@ -22,7 +22,13 @@ from .ceilings import (  # noqa: E402
 )
 from .device import choose_device, describe, sync  # noqa: E402
 from .exercises import check  # noqa: E402
-from .flops import arithmetic_intensity, count_flops, flops_by_operator, matmul_flops  # noqa: E402
+from .flops import (  # noqa: E402
+    arithmetic_intensity,
+    count_flops,
+    count_memory_traffic,
+    flops_by_operator,
+    matmul_flops,
+)
 from .memory import (  # noqa: E402
     DoesNotFitError,
     MemoryRecord,
@@ -59,6 +65,7 @@ __all__ = [
     "check",
     "choose_device",
     "count_flops",
+    "count_memory_traffic",
     "count_parameters",
     "describe",
     "fit_linear",

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.utils._pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 aten = torch.ops.aten
@@ -30,10 +32,22 @@ def _cpu_sdpa_backward_flop(
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
+def _native_mha_flop(query_shape, key_shape, value_shape, embed_dim, *args, out_shape=None, **kwargs) -> int:
+    # nn.MultiheadAttention's inference fast path: input projections, attention, output projection.
+    b, t_q, e = query_shape
+    t_k = key_shape[1]
+    projections = 2 * b * t_q * e * e + 2 * (2 * b * t_k * e * e) + 2 * b * t_q * e * e  # q, k and v, out
+    attention = 2 * (2 * b * t_q * t_k * e)  # q @ k^T and weights @ v, all heads together
+    return projections + attention
+
+
 # torch's FlopCounterMode knows the CUDA attention kernels but not the CPU flash-attention kernel that
 # F.scaled_dot_product_attention uses on CPUs, so attention would count as 0 FLOPs on a laptop.
-# The CPU kernel does the same maths; count it with torch's own formula.
+# The CPU kernel does the same maths; count it with torch's own formula. Likewise the fused
+# inference path of nn.MultiheadAttention (used by torchvision's ViT under no_grad) counted 0.
 _EXTRA_FORMULAS = {}
+if hasattr(aten, "_native_multi_head_attention"):
+    _EXTRA_FORMULAS[aten._native_multi_head_attention] = _native_mha_flop
 if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
     _EXTRA_FORMULAS[aten._scaled_dot_product_flash_attention_for_cpu] = _cpu_sdpa_flop
 if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
@@ -62,6 +76,45 @@ def flops_by_operator(fn_or_module: Callable, *inputs, **kwargs) -> dict[str, in
     """FLOPs per ATen operator (``mm``, ``addmm``, ``convolution``, ...) for one call."""
     counts = _run_counted(fn_or_module, inputs, kwargs).get_flop_counts().get("Global", {})
     return {str(op).removeprefix("aten.").split(".")[0]: int(n) for op, n in counts.items()}
+
+
+class _TrafficCounter(TorchDispatchMode):
+    """Adds up, for every operator that runs, the bytes of the tensors it reads and writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        input_storages = {t.untyped_storage().data_ptr() for t in inputs}
+        if outputs and all(t.untyped_storage().data_ptr() in input_storages for t in outputs):
+            return out  # a view (transpose, reshape, slice...): no data moves
+        seen = set()
+        for t in inputs + outputs:
+            key = (t.untyped_storage().data_ptr(), t.storage_offset(), t.numel())
+            if key not in seen:
+                seen.add(key)
+                self.bytes += t.numel() * t.element_size()
+        return out
+
+
+def count_memory_traffic(fn_or_module: Callable, *inputs, **kwargs) -> int:
+    """Bytes read and written by every operator of one call, if nothing stayed in cache (notebook 03).
+
+    Each operator is charged for reading its tensor inputs (weights included) and writing its
+    outputs; views move nothing. Real kernels fuse operators and reuse caches, so this is an upper
+    bound of memory traffic, and FLOPs ÷ this is a lower bound of arithmetic intensity. torch has
+    a FLOP counter but no byte counter, hence this small one.
+    """
+    if not callable(fn_or_module):
+        raise TypeError(f"count_memory_traffic() needs a module or a callable, got {type(fn_or_module).__name__}")
+    counter = _TrafficCounter()
+    with counter:
+        fn_or_module(*inputs, **kwargs)
+    return counter.bytes
 
 
 def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> int:

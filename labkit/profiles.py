@@ -47,6 +47,18 @@ SIZES: dict[str, dict[str, dict]] = {
             heads=8, head_dim=64, chunk_s=10, audio_fit_s=[60, 120, 240], audio_check_s=600, min_run_s=0.5,
         ),
     },
+    "03_model_size": {
+        "quick": dict(
+            gpt_sizes=["xs", "s", "m"], batch=8, seq_len=128, image_batch=1,
+            vision=["mobilenet_v3_small", "mobilenet_v3_large", "resnet18", "resnet34", "resnet50", "vit_b_16"],
+            train_samples=8192, epochs=4, small=(128, 2), large=(1024, 4), min_run_s=0.1,
+        ),
+        "full": dict(
+            gpt_sizes=["xs", "s", "m", "l"], batch=16, seq_len=256, image_batch=8,
+            vision=["mobilenet_v3_small", "mobilenet_v3_large", "resnet18", "resnet34", "resnet50", "vit_b_16"],
+            train_samples=65536, epochs=4, small=(128, 2), large=(1024, 4), min_run_s=0.5,
+        ),
+    },
 }  # fmt: skip
 
 

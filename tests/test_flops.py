@@ -74,3 +74,30 @@ def test_attention_is_counted_on_cpu_too():
         torch.nn.functional.scaled_dot_product_attention(q, k, v).sum().backward()
 
     assert flops.count_flops(fwd_bwd) == forward + 2 * forward + forward // 2  # backward recomputes the scores
+
+
+def test_memory_traffic_counts_reads_and_writes_but_not_views():
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    assert flops.count_memory_traffic(torch.matmul, a, b) == 4 * (64 * 32 + 32 * 16 + 64 * 16)
+    x = torch.randn(1000)
+    assert flops.count_memory_traffic(torch.add, x, x) == 4 * 1000 * 2  # one distinct input read, one output written
+    assert flops.count_memory_traffic(lambda t: t.view(10, 100).transpose(0, 1), x) == 0
+    layer = nn.Linear(64, 32)
+    xb = torch.randn(8, 64)
+    with torch.no_grad():
+        traffic = flops.count_memory_traffic(layer, xb)
+    assert traffic == 4 * (8 * 64 + 64 * 32 + 32 + 8 * 32)  # input, weight, bias, output
+    with pytest.raises(TypeError, match="module or a callable"):
+        flops.count_memory_traffic(3)
+
+
+def test_multihead_attention_fast_path_counts_like_the_slow_path():
+    mha = nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 10, 64)
+    slow = flops.count_flops(lambda: mha(x, x, x, need_weights=False))  # grad enabled: the composite path
+    with torch.no_grad():
+        fast = flops.count_flops(lambda: mha(x, x, x, need_weights=False))  # the fused inference path
+    assert fast == slow == 4 * (2 * 2 * 10 * 64 * 64) + 2 * (2 * 2 * 10 * 10 * 64)
+    vit = models.torchvision_model("vit_b_16").eval()
+    with torch.no_grad():
+        assert round(flops.count_flops(vit, torch.randn(1, 3, 224, 224)) / 2e9, 1) == 17.6  # DeiT/ViT-B: "17.6 GFLOPs"
