@@ -258,12 +258,94 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
     )
 
 
-def ensure_fits(required_bytes: int, device: torch.device | str, what: str = "this experiment") -> None:
-    """Raise :class:`DoesNotFitError` before allocating if ``required_bytes`` exceed what is free."""
+def ensure_fits(
+    required_bytes: int,
+    device: torch.device | str,
+    what: str = "this experiment",
+    budget_bytes: int | None = None,
+) -> None:
+    """Raise :class:`DoesNotFitError` before allocating if ``required_bytes`` exceed what is free.
+
+    ``budget_bytes`` replaces the device's free memory with a budget of your choosing: notebook 04
+    uses it to emulate a GPU's memory limit on a CPU, where a real out-of-memory would bring in the
+    operating system's OOM killer instead of a catchable error.
+    """
     device = torch.device(device)
-    free = available_memory_bytes(device)
+    free = available_memory_bytes(device) if budget_bytes is None else budget_bytes
+    where = f"{device} has" if budget_bytes is None else "the budget is"
     if required_bytes > free:
         raise DoesNotFitError(
-            f"{what} needs about {required_bytes / 2**30:.2f} GiB but {device} has "
-            f"{free / 2**30:.2f} GiB free; choose a smaller size or profile='quick'"
+            f"{what} needs about {required_bytes / 2**30:.2f} GiB but {where} {free / 2**30:.2f} GiB; "
+            "make it smaller (batch, sequence length, model, precision) or run it where there is more memory"
         )
+
+
+def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: str | None = None) -> MemoryRecord:
+    """Predict a step's peak memory without allocating it: build and run it on fake tensors (notebook 04).
+
+    ``build()`` creates the model, optimizer and inputs and returns ``(step, track)``; it runs under
+    ``FakeTensorMode``, where tensors have shapes and dtypes but no storage, so a billion-parameter
+    model costs nothing. MemTracker follows the fake tensors exactly as it follows real ones, so the
+    prediction equals a real run's peak on CPU (notebook 04 checks this on a small model). It does
+    not include what only a GPU adds: the CUDA context, the allocator's rounding and cache.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        step, track = build()
+        record = peak_memory(step, track=track, label=label or "predicted step")
+    record.source = "MemTracker on fake tensors (predicted; nothing allocated)"
+    return record
+
+
+# Vendors' memory sizes (1 GB = 10⁹ bytes) of common GPUs, for the "will it fit?" calculator.
+GPU_MEMORY_GB = {
+    "24 GB (RTX 4090, L4)": 24,
+    "48 GB (L40S, RTX 6000 Ada)": 48,
+    "80 GB (A100 80GB, H100)": 80,
+    "96 GB (H100 NVL, GH200)": 96,
+    "141 GB (H200)": 141,
+}
+USABLE_FRACTION = 0.9  # the rest goes to the CUDA context, the allocator's cache and fragmentation
+
+
+def estimate_transformer_training(
+    n_params: int,
+    recipe: str = "fp32 adam",
+    batch: int = 1,
+    seq_len: int = 512,
+    d_model: int = 512,
+    n_layers: int = 8,
+    vocab: int = 256,
+    saved_per_token_layer: float = 18.0,
+    activation_bytes: int | None = None,
+) -> dict[str, int]:
+    """First-principles training memory of a GPT-style model, by category, in bytes (notebook 04).
+
+    - state: ``bytes_per_parameter(recipe)`` × ``n_params``;
+    - activations: ``saved_per_token_layer`` × d_model values kept per token per layer for the
+      backward pass (about 18 for labkit's TinyGPT: layer norms, q/k/v, attention output, the 4×
+      MLP's two wide tensors, residuals; notebook 04 calibrates it), plus the logits and their
+      softmax (2 × vocab values per token);
+    - ``activation_bytes``: bytes per activation value; by default 4, or 2 for a recipe whose
+      name starts with "mixed", "bf16" or "fp16".
+    """
+    sizes = dict(n_params=n_params, batch=batch, seq_len=seq_len, d_model=d_model, n_layers=n_layers, vocab=vocab)
+    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
+    if bad:
+        raise ValueError(f"sizes must be positive integers; got {bad}")
+    if saved_per_token_layer <= 0:
+        raise ValueError(f"saved_per_token_layer must be positive, got {saved_per_token_layer}")
+    state = state_bytes(n_params, recipe)
+    if activation_bytes is None:
+        activation_bytes = 2 if recipe.strip().lower().split()[0] in ("mixed", "bf16", "fp16") else 4
+    tokens = batch * seq_len
+    activations = int(tokens * (saved_per_token_layer * d_model * n_layers + 2 * vocab) * activation_bytes)
+    return dict(**state, activations=activations, total=sum(state.values()) + activations)
+
+
+def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRACTION) -> bool:
+    """Whether ``total_bytes`` fit in a GPU of ``gpu_gb`` vendor gigabytes, keeping headroom."""
+    if gpu_gb <= 0:
+        raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
+    return total_bytes <= usable_fraction * gpu_gb * 1e9

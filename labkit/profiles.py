@@ -59,6 +59,24 @@ SIZES: dict[str, dict[str, dict]] = {
             train_samples=65536, epochs=4, small=(128, 2), large=(1024, 4), min_run_s=0.5,
         ),
     },
+    "04_memory": {
+        "quick": dict(
+            d_in=256, hidden=512, depth=4, batch=64, act_batches=[64, 128, 256, 512],
+            attn_seq_lens=[128, 256, 512, 1024], heads=4, head_dim=32,
+            ckpt_batch=2048, ckpt_hidden=256, ckpt_depth=16, ckpt_segments=4,
+            calib_size="m", calib_batch=4, calib_seq=256,
+            big_d_model=2048, big_layers=24, big_heads=16, big_batch=1, big_seq=256,
+            budget_gb=16, offload_mib=256, ballast_gib=2, min_run_s=0.2,
+        ),
+        "full": dict(
+            d_in=1024, hidden=4096, depth=4, batch=256, act_batches=[256, 512, 1024, 2048],
+            attn_seq_lens=[512, 1024, 2048, 4096], heads=8, head_dim=64,
+            ckpt_batch=8192, ckpt_hidden=1024, ckpt_depth=16, ckpt_segments=4,
+            calib_size="l", calib_batch=4, calib_seq=256,
+            big_d_model=2048, big_layers=24, big_heads=16, big_batch=4, big_seq=1024,
+            budget_gb=24, offload_mib=1024, ballast_gib=8, min_run_s=0.5,
+        ),
+    },
 }  # fmt: skip
 
 

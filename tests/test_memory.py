@@ -78,6 +78,9 @@ def test_errors_are_clear():
         memory.peak_memory(None)
     with pytest.raises(memory.DoesNotFitError, match=r"needs about .* GiB but cpu has"):
         memory.ensure_fits(2**60, "cpu", what="a 1 EiB tensor")
+    with pytest.raises(memory.DoesNotFitError, match=r"needs about 2.00 GiB but the budget is 1.00 GiB"):
+        memory.ensure_fits(2 * 2**30, "cpu", what="x", budget_bytes=2**30)
+    memory.ensure_fits(2**30, "cpu", budget_bytes=2**30)  # exactly fits
 
 
 def test_record_serialises():
@@ -103,3 +106,63 @@ def test_frozen_backbone_is_tracked_and_holds_no_gradients():
     n_head = sum(p.numel() for p in mlp.head.parameters())
     assert rec.resident_by_category["gradients"] == 4 * n_head
     assert rec.resident_by_category["optimizer"] == 8 * n_head + 4 * 2
+
+
+def _small_gpt_build(device="cpu"):
+    def build():
+        torch.manual_seed(0)
+        gpt = models.TinyGPT(vocab=64, d_model=32, n_layers=2, n_heads=2, max_len=32)
+        opt = torch.optim.Adam(gpt.parameters())
+        idx = torch.randint(0, 64, (4, 32))
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(gpt(idx).flatten(0, 1), idx.flatten()).backward()
+            opt.step()
+
+        step()
+        return step, (gpt, opt, idx)
+
+    return build
+
+
+def test_fake_tensor_prediction_equals_a_real_run():
+    build = _small_gpt_build()
+    step, track = build()
+    real = memory.peak_memory(step, track=track)
+    predicted = memory.predict_peak_memory(build)
+    assert predicted.peak_bytes == real.peak_bytes
+    assert predicted.by_category == real.by_category
+    assert "fake tensors" in predicted.source
+
+
+def test_fake_prediction_of_a_billion_parameters_allocates_nothing():
+    def build():
+        with torch.device("cpu"):
+            big = nn.Linear(32_768, 32_768, bias=False)  # 1.07e9 parameters, 4.3 GB if real
+        x = torch.randn(2, 32_768)
+        return (lambda: big(x).sum().backward()), (big, x)
+
+    predicted = memory.predict_peak_memory(build)
+    n = 32_768**2
+    assert predicted.by_category["parameters"] == 4 * n
+    assert predicted.resident_by_category["gradients"] == 4 * n
+    assert 8 * n <= predicted.peak_bytes < 8 * n + 2**20  # weights + their gradient, plus a few small tensors
+
+
+def test_transformer_estimate_and_fit_check():
+    est = memory.estimate_transformer_training(1000, "fp32 adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10)
+    assert est["parameters"] == 4000 and est["gradients"] == 4000 and est["optimizer"] == 8000
+    assert est["activations"] == 2 * 8 * (18 * 4 * 3 + 2 * 10) * 4
+    assert est["total"] == 16000 + est["activations"]
+    mixed = memory.estimate_transformer_training(
+        1000, "mixed adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10
+    )
+    assert mixed["activations"] == est["activations"] // 2
+    assert memory.fits_on(int(0.9 * 24e9), 24) and not memory.fits_on(int(0.9 * 24e9) + 1, 24)
+    with pytest.raises(ValueError, match="sizes must be positive integers"):
+        memory.estimate_transformer_training(-5)
+    with pytest.raises(ValueError, match="unknown recipe 'fp8 adam'"):
+        memory.estimate_transformer_training(1000, "fp8 adam")
+    with pytest.raises(ValueError, match="gpu_gb must be positive"):
+        memory.fits_on(1, 0)
