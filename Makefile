@@ -29,11 +29,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check labkit tests notebooks tools
 
 unit: $(STAMP)
-	LABKIT_PROFILE=quick $(BIN)/python -m pytest tests -m "not notebooks"
+	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m "not notebooks"
 
 notebooks: $(STAMP)
-	LABKIT_PROFILE=quick $(BIN)/python -m pytest --nbval-lax notebooks
-	LABKIT_PROFILE=quick $(BIN)/python -m pytest tests -m notebooks
+	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest --nbval-lax notebooks
+	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m notebooks
 
 report: $(STAMP)
 	$(BIN)/python -m labkit report --profile $(PROFILE)

@@ -47,6 +47,7 @@ from .profiles import resolve_profile, settings  # noqa: E402
 from .records import ResultLog, load_reference, machine_card  # noqa: E402
 from .scaling import fit_linear, fit_power_law, sweep  # noqa: E402
 from .timing import MeasurementError, TimingRecord, measure, throughput  # noqa: E402
+from .widgets import interact  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -71,6 +72,7 @@ __all__ = [
     "fit_linear",
     "fit_power_law",
     "flops_by_operator",
+    "interact",
     "load_reference",
     "low_precision_dtype",
     "machine_card",

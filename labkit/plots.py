@@ -66,18 +66,23 @@ def plot_roofline(
         fontsize=8,
         color="grey",
     )
+    in_legend = len(points) > 5  # many points crowd each other's labels: name them in the legend instead
+    markers = "osD^vPX"  # 7 markers against 8 colours: no two of the first 56 points look alike
     for i, p in enumerate(points):
-        ax.scatter(p["intensity"], p["flops_per_s"] / 1e9, color=OKABE_ITO[(i + 1) % len(OKABE_ITO)], zorder=3)
-        ax.annotate(
-            p["label"], (p["intensity"], p["flops_per_s"] / 1e9), textcoords="offset points", xytext=(5, 4), fontsize=8
+        xy = (p["intensity"], p["flops_per_s"] / 1e9)
+        colour = OKABE_ITO[(i + 1) % len(OKABE_ITO)]
+        ax.scatter(
+            *xy, color=colour, marker=markers[i % len(markers)], zorder=3, label=p["label"] if in_legend else None
         )
+        if not in_legend:
+            ax.annotate(p["label"], xy, textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("performance (GFLOP/s)")
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper left", fontsize=8 if in_legend else None)
     return ax
 
 

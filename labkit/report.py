@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic
+from .widgets import HEADLESS_ENV
 
 
 def run_notebook(
@@ -31,7 +32,8 @@ def run_notebook(
 
     notebook, output = Path(notebook), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    env_before = os.environ.get(RESULTS_ENV)
+    env_before = {name: os.environ.get(name) for name in (RESULTS_ENV, HEADLESS_ENV)}
+    os.environ[HEADLESS_ENV] = "1"  # the kernel inherits it: labkit.interact runs without widgets
     if results_dir is not None:
         os.environ[RESULTS_ENV] = str(Path(results_dir).resolve())
     start = time.perf_counter()
@@ -50,11 +52,11 @@ def run_notebook(
         status = "failed"
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     finally:
-        if results_dir is not None:
-            if env_before is None:
-                os.environ.pop(RESULTS_ENV, None)
+        for name, value in env_before.items():
+            if value is None:
+                os.environ.pop(name, None)
             else:
-                os.environ[RESULTS_ENV] = env_before
+                os.environ[name] = value
     return dict(notebook=notebook.stem, status=status, wall_s=round(time.perf_counter() - start, 2), error=error)
 
 
