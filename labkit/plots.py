@@ -86,32 +86,6 @@ def plot_roofline(
     return ax
 
 
-def plot_series(
-    xs: Sequence[float],
-    ys: Sequence[float],
-    xlabel: str,
-    ylabel: str,
-    ax: plt.Axes | None = None,
-    label: str | None = None,
-    logx: bool = False,
-    logy: bool = False,
-    **kwargs,
-) -> plt.Axes:
-    """A labelled line plot; both labels should carry their unit, e.g. ``"batch size (samples)"``."""
-    if ax is None:
-        _, ax = plt.subplots()
-    ax.plot(xs, ys, label=label, **kwargs)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    if label:
-        ax.legend()
-    return ax
-
-
 def plot_power_law(
     xs: Sequence[float],
     ys: Sequence[float],
