@@ -39,12 +39,12 @@ SIZES: dict[str, dict[str, dict]] = {
         "quick": dict(
             items=[1, 2, 4, 16, 64, 256], image_size=32, resolutions=[32, 64, 96, 128, 192], resolution_batch=4,
             seq_lens=[256, 512, 1024, 2048, 4096], mem_seq_lens=[256, 512, 1024, 2048], heads=4, head_dim=64,
-            chunk_s=10, audio_fit_s=[20, 40, 80], audio_check_s=120, min_run_s=0.1,
+            chunk_s=10, audio_fit_s=[40, 80, 160], audio_check_s=320, min_run_s=0.1,
         ),
         "full": dict(
             items=[1, 2, 4, 16, 64, 256, 1024, 4096], image_size=32, resolutions=[64, 128, 224, 384, 512],
             resolution_batch=16, seq_lens=[512, 1024, 2048, 4096, 8192, 16384], mem_seq_lens=[512, 1024, 2048, 4096, 8192],
-            heads=8, head_dim=64, chunk_s=10, audio_fit_s=[60, 120, 240], audio_check_s=600, min_run_s=0.5,
+            heads=8, head_dim=64, chunk_s=10, audio_fit_s=[120, 240, 480], audio_check_s=1200, min_run_s=0.5,
         ),
     },
     "03_model_size": {
