@@ -19,6 +19,22 @@ from labkit.report import run_notebook
 CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
 
 
+def _coalesce_streams(outputs: list) -> list:
+    """Join consecutive stdout chunks, so a re-run changes the file only where the text changed."""
+    merged: list = []
+    for out in outputs:
+        if (
+            out.output_type == "stream"
+            and merged
+            and merged[-1].output_type == "stream"
+            and merged[-1].name == out.name
+        ):
+            merged[-1].text += out.text
+        else:
+            merged.append(out)
+    return merged
+
+
 def refresh(path: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         executed_path = Path(tmp) / path.name
@@ -34,7 +50,9 @@ def refresh(path: Path) -> None:
         cell.outputs = []
         if cell.source.lstrip().startswith(CHECK_MARK):
             ran = executed[cell.get("id")]
-            cell.outputs = [o for o in ran.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+            cell.outputs = _coalesce_streams(
+                [o for o in ran.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+            )
             cell.execution_count = ran.execution_count  # nbval only compares cells that were run
     nb.metadata.pop("papermill", None)
     nbformat.write(nb, path)
