@@ -19,6 +19,7 @@ from .ceilings import (  # noqa: E402
     low_precision_dtype,
     measure_copy_bandwidth,
     measure_matmul_ceiling,
+    measure_roofline,
 )
 from .device import choose_device, describe, sync  # noqa: E402
 from .exercises import check  # noqa: E402
@@ -80,6 +81,7 @@ __all__ = [
     "measure",
     "measure_copy_bandwidth",
     "measure_matmul_ceiling",
+    "measure_roofline",
     "peak_memory",
     "plot_power_law",
     "plot_roofline",

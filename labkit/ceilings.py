@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .flops import dtype_bytes, matmul_bytes, matmul_flops
+from .flops import matmul_flops
 from .timing import TimingRecord, measure
 
 # Published dense peak figures (no sparsity) for a few datacenter GPUs, to compare a measured
@@ -78,6 +78,23 @@ def measure_copy_bandwidth(device: torch.device | str, mib: int = 128, min_run_s
     return Ceiling("copy bandwidth", 2 * src.nbytes / record.median_s, "B/s", record, f"{mib} MiB")
 
 
+def measure_roofline(
+    device: torch.device | str,
+    min_run_s: float = 0.2,
+    n: int = 1024,
+    mib: int = 128,
+    dtype: torch.dtype = torch.float32,
+) -> Roofline:
+    """Both ceilings in one call, as a :class:`Roofline` (notebooks 01, 03, 04 predict times from it).
+
+    Notebook 00 measures the two ceilings one by one and explains them; later notebooks only need
+    the result.
+    """
+    peak = measure_matmul_ceiling(device, dtype, n=n, min_run_s=min_run_s)
+    bandwidth = measure_copy_bandwidth(device, mib=mib, min_run_s=min_run_s)
+    return Roofline(peak.value, bandwidth.value, label=f"{str(dtype).removeprefix('torch.')} roofline")
+
+
 @dataclass
 class Roofline:
     """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth)."""
@@ -100,13 +117,3 @@ class Roofline:
     def predict_seconds(self, flops: float, bytes_moved: float) -> float:
         """The roofline's time for an operation: the slower of doing its maths and moving its bytes."""
         return max(flops / self.peak_flops, bytes_moved / self.bandwidth)
-
-
-def matmul_point(m: int, n: int, k: int, dtype: torch.dtype = torch.float32) -> tuple[int, int]:
-    """(FLOPs, minimum bytes) of an m×k by k×n matmul, for placing it on the roofline."""
-    return matmul_flops(m, n, k), matmul_bytes(m, n, k, dtype)
-
-
-def elementwise_point(numel: int, inputs: int = 2, dtype: torch.dtype = torch.float32) -> tuple[int, int]:
-    """(FLOPs, bytes) of an element-wise op: one FLOP per element, ``inputs`` reads and one write."""
-    return numel, (inputs + 1) * numel * dtype_bytes(dtype)

@@ -102,13 +102,17 @@ def to_jsonable(obj):
 
 def write_json_atomic(path: str | os.PathLike, data) -> Path:
     """Write ``data`` as JSON so that readers see the old file or the new one, never half of one."""
+    return write_text_atomic(path, json.dumps(to_jsonable(data), indent=2, allow_nan=False) + "\n")
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            fh.write(text + "\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

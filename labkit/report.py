@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic
+from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic, write_text_atomic
 from .widgets import HEADLESS_ENV
 
 
@@ -150,9 +150,6 @@ def main(notebooks_dir: str = "notebooks", build_dir: str = "build", profile: st
         if f.exists():
             results[run["notebook"]] = json.loads(f.read_text())
     write_json_atomic(build / "runs.json", runs)
-    report = build / "report.html"
-    tmp = report.with_suffix(".html.tmp")
-    tmp.write_text(build_html(runs, results, executed, profile))
-    os.replace(tmp, report)
+    report = write_text_atomic(build / "report.html", build_html(runs, results, executed, profile))
     print(f"report: wrote {report}")
     return 0 if all(r["status"] == "ok" for r in runs) else 1

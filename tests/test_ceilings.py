@@ -14,10 +14,10 @@ def test_roofline_arithmetic():
     assert roof.predict_seconds(1e9, 1e9) == pytest.approx(0.1)
 
 
-def test_points():
-    flops, nbytes = ceilings.matmul_point(64, 64, 64)
-    assert flops == 2 * 64**3 and nbytes == 3 * 64 * 64 * 4
-    assert ceilings.elementwise_point(1000) == (1000, 12000)
+def test_roofline_from_both_measured_ceilings():
+    roof = ceilings.measure_roofline("cpu", min_run_s=0.05, n=128, mib=8)
+    assert roof.peak_flops > 0 and roof.bandwidth > 0 and roof.label == "float32 roofline"
+    assert roof.ridge_intensity == pytest.approx(roof.peak_flops / roof.bandwidth)
 
 
 def test_measured_ceilings_are_rates_from_their_timings():
