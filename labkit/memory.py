@@ -38,6 +38,24 @@ _CATEGORY_OF = {
 }
 
 
+class _RepeatableMemTracker(MemTracker):
+    """MemTracker that allows one model to be called several times within one measurement.
+
+    MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
+    ("multiple iterative calls"), which gradient accumulation (notebook 05) and token-by-token
+    generation (notebook 07) both make. labkit only reads the tracker's global snapshots, so on a
+    repeated top-level call the module's own statistics are started afresh instead; the global
+    current and peak memory are unaffected.
+    """
+
+    def _pre_fw_hook(self, module, inputs) -> None:
+        if module in self.memory_tracking and not self._mod_tracker.is_bw:
+            name = self._mod_tracker.get_known_fqn(module)
+            if set(self._mod_tracker.parents) - {name} == {"Global"}:
+                del self.memory_tracking[module]
+        super()._pre_fw_hook(module, inputs)
+
+
 class DoesNotFitError(MemoryError):
     """An experiment needs more memory than the device has."""
 
@@ -138,7 +156,7 @@ def peak_memory(
         torch.cuda.reset_peak_memory_stats(device)
         baseline = torch.cuda.memory_allocated(device)
 
-    tracker = MemTracker()
+    tracker = _RepeatableMemTracker()
     if trackables:
         tracker.track_external(*trackables)
         _mark_frozen_parameters(tracker, trackables)
@@ -349,3 +367,103 @@ def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRA
     if gpu_gb <= 0:
         raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
     return total_bytes <= usable_fraction * gpu_gb * 1e9
+
+
+@dataclass(frozen=True)
+class BatchTrial:
+    """One try of the batch-size search: did the step fit, and what did it need?"""
+
+    batch: int
+    fits: bool
+    peak_bytes: int | None  # None when a real out-of-memory error stopped the step
+    note: str = ""
+
+
+@dataclass
+class BatchSearch:
+    """The result of :func:`find_max_batch`: the limit, bracketed, and every trial that found it."""
+
+    largest_fitting: int
+    smallest_failing: int | None  # None: nothing up to ``limit`` failed
+    budget_bytes: int | None
+    device: str
+    trials: list[BatchTrial]
+
+    def __str__(self) -> str:
+        where = f"a budget of {self.budget_bytes / 2**20:,.1f} MiB" if self.budget_bytes else f"{self.device}'s memory"
+        above = f"; batch {self.smallest_failing} does not" if self.smallest_failing else " (the search's upper limit)"
+        return f"largest batch that fits {where}: {self.largest_fitting}{above}; {len(self.trials)} trials"
+
+
+def find_max_batch(
+    step: Callable[[int], object],
+    device: torch.device | str,
+    budget_bytes: int | None = None,
+    track: Iterable = (),
+    start: int = 1,
+    limit: int = 1 << 16,
+) -> BatchSearch:
+    """The largest batch whose step fits in memory: double until one fails, then bisect (notebook 05).
+
+    ``step(batch)`` builds that batch's inputs and runs one step; each trial runs it under
+    :func:`peak_memory` (pass the model and optimizer in ``track``). On CUDA without a budget, a real
+    out-of-memory error is the failure: it is caught, the allocator's cache is emptied, and the search
+    goes on, so the process stays healthy. With ``budget_bytes`` (required on CPU, where a real
+    out-of-memory brings the operating system's OOM killer, not an exception) a trial fits when its
+    measured peak is within the budget: an emulated device. Any other error in ``step`` stops the
+    search with that error.
+    """
+    device = torch.device(device)
+    for name, value in dict(start=start, limit=limit).items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if limit < start:
+        raise ValueError(f"limit ({limit}) must be at least start ({start})")
+    if budget_bytes is not None and budget_bytes <= 0:
+        raise ValueError(f"budget_bytes must be positive, got {budget_bytes}")
+    if budget_bytes is None and device.type != "cuda":
+        raise ValueError(
+            f"on {device.type} a real out-of-memory ends the process instead of raising; "
+            "give budget_bytes to search against an emulated device budget"
+        )
+    trials: list[BatchTrial] = []
+    track = list(track)
+
+    def fits(batch: int) -> bool:
+        try:
+            rec = peak_memory(step, batch, track=track, label=f"batch {batch}", device=device)
+        except DoesNotFitError as err:
+            trials.append(BatchTrial(batch, False, None, f"out of memory: {err}"))
+            return False
+        finally:
+            _release(device)
+        ok = budget_bytes is None or rec.peak_bytes <= budget_bytes
+        trials.append(BatchTrial(batch, ok, rec.peak_bytes, "" if ok else "over the budget"))
+        return ok
+
+    lo, hi, batch = None, None, start
+    while batch <= limit:  # grow geometrically until something fails
+        if not fits(batch):
+            hi = batch
+            break
+        lo, batch = batch, batch * 2
+    if lo is None:
+        last = trials[-1]
+        need = f"{last.peak_bytes / 2**20:,.1f} MiB" if last.peak_bytes else "more than is free"
+        raise DoesNotFitError(
+            f"even batch {start} does not fit ({need}"
+            + (f" against a budget of {budget_bytes / 2**20:,.1f} MiB)" if budget_bytes else ")")
+            + "; shrink the model, the sequence or the precision before tuning the batch"
+        )
+    if hi is None and lo < limit:
+        if fits(limit):
+            lo = limit
+        else:
+            hi = limit
+    while hi is not None and hi - lo > 1:  # bisect between the last batch that fit and the first that did not
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return BatchSearch(lo, hi, budget_bytes, str(device), trials)

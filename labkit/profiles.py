@@ -77,6 +77,19 @@ SIZES: dict[str, dict[str, dict]] = {
             budget_gb=24, offload_mib=1024, ballast_gib=8, min_run_s=0.5,
         ),
     },
+    "05_batch_size": {
+        "quick": dict(
+            d_in=256, hidden=1024, depth=3, classes=10, batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+            odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 2, 4, 8],
+            load_fraction=0.5, min_run_s=0.1,
+        ),
+        "full": dict(
+            d_in=1024, hidden=4096, depth=4, classes=10,
+            batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+            odd_batches=[3, 100, 3000], budget_mib=2048, accum_batch=16384, accum_micro=[1, 2, 4, 8, 16],
+            load_fraction=0.5, min_run_s=0.5,
+        ),
+    },
 }  # fmt: skip
 
 

@@ -166,3 +166,68 @@ def test_transformer_estimate_and_fit_check():
         memory.estimate_transformer_training(1000, "fp8 adam")
     with pytest.raises(ValueError, match="gpu_gb must be positive"):
         memory.fits_on(1, 0)
+
+
+def _step_needing(bytes_per_sample: int, fixed: int = 0):
+    """A step whose peak is exactly fixed + bytes_per_sample x batch (float32 buffers)."""
+
+    def step(batch: int) -> None:
+        torch.empty((fixed + bytes_per_sample * batch) // 4)
+
+    return step
+
+
+def test_find_max_batch_brackets_the_limit_exactly():
+    # peak = 4000 + 400·b bytes; budget 100_000 → b ≤ 240
+    search = memory.find_max_batch(_step_needing(400, 4000), "cpu", budget_bytes=100_000)
+    assert (search.largest_fitting, search.smallest_failing) == (240, 241)
+    by_batch = {t.batch: t for t in search.trials}
+    assert by_batch[240].fits and by_batch[240].peak_bytes == 100_000
+    assert not by_batch[241].fits and by_batch[241].note == "over the budget"
+    assert [t.batch for t in search.trials][:9] == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # doubling, then bisection
+    assert len(search.trials) <= 9 + 8
+    assert "240" in str(search) and "241" in str(search)
+
+
+def test_find_max_batch_stops_at_its_limit_and_fails_clearly_when_nothing_fits():
+    search = memory.find_max_batch(_step_needing(4), "cpu", budget_bytes=10**6, limit=100)
+    assert (search.largest_fitting, search.smallest_failing) == (100, None)
+    with pytest.raises(memory.DoesNotFitError, match="even batch 1 does not fit"):
+        memory.find_max_batch(_step_needing(400, 10**6), "cpu", budget_bytes=1000)
+
+
+def test_find_max_batch_rejects_bad_input():
+    step = _step_needing(4)
+    with pytest.raises(ValueError, match="real out-of-memory ends the process"):
+        memory.find_max_batch(step, "cpu")
+    with pytest.raises(ValueError, match="start must be a positive integer"):
+        memory.find_max_batch(step, "cpu", budget_bytes=100, start=0)
+    with pytest.raises(ValueError, match="limit .* must be at least start"):
+        memory.find_max_batch(step, "cpu", budget_bytes=100, start=8, limit=4)
+    with pytest.raises(ValueError, match="budget_bytes must be positive"):
+        memory.find_max_batch(step, "cpu", budget_bytes=-1)
+
+
+def test_find_max_batch_passes_a_broken_step_through():
+    def broken(batch):
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(MeasurementError, match="shape mismatch"):
+        memory.find_max_batch(broken, "cpu", budget_bytes=100)
+
+
+def test_a_model_called_several_times_in_one_measurement_is_tracked():
+    # Gradient accumulation calls the model once per micro-batch; MemTracker alone refuses the second call.
+    torch.manual_seed(0)
+    model = models.MLP(16, 64, 2, 4)
+    x = torch.randn(32, 16)
+
+    def accumulate(k):
+        for xb in x.chunk(k):
+            model(xb).sum().backward()
+
+    once = memory.peak_memory(accumulate, 1, track=(model, x))
+    four = memory.peak_memory(accumulate, 4, track=(model, x))
+    grads = 4 * models.count_parameters(model)
+    assert once.resident_by_category["gradients"] == four.resident_by_category["gradients"] == grads
+    assert four.by_category["activations"] < once.by_category["activations"]
