@@ -90,6 +90,20 @@ SIZES: dict[str, dict[str, dict]] = {
             load_fraction=0.5, min_run_s=0.5,
         ),
     },
+    "06_multiple_gpus": {
+        "quick": dict(
+            d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,
+            buckets_mb={"overlap: 1 MB buckets": 1, "no overlap: one bucket": 64},
+            allreduce_sizes=[4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
+            timeout_s=120, hang_timeout_s=5, min_run_s=0.1,
+        ),
+        "full": dict(
+            d_in=1024, hidden=4096, depth=4, classes=10, global_batch=1024, steps=10,
+            buckets_mb={"overlap: 1 MB buckets": 1, "no overlap: one bucket": 1024},
+            allreduce_sizes=[4096, 65536, 1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30],
+            timeout_s=600, hang_timeout_s=10, min_run_s=0.5,
+        ),
+    },
 }  # fmt: skip
 
 

@@ -8,7 +8,7 @@ from conftest import NOTEBOOKS
 
 from labkit.report import run_notebook
 
-BUDGET_S = 30  # each notebook's quick-profile budget on 2 CPU cores (kernel start included)
+BUDGET_S = 45  # each notebook's quick-profile budget on 2 CPU cores (kernel start included)
 
 
 @pytest.mark.notebooks

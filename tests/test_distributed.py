@@ -1,0 +1,197 @@
+"""labkit.distributed: real worker processes, real gloo collectives, and failures that end cleanly."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import psutil
+import pytest
+
+from labkit import distributed as dist
+
+
+def _children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != "zombie"]
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((dist.HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture
+def no_leftovers():
+    """The run leaves no worker process behind (checked after the test body)."""
+    before = {p.pid for p in _children()}
+    yield
+    left = [p for p in _children() if p.pid not in before]
+    assert not left, f"processes left behind: {[(p.pid, p.cmdline()) for p in left]}"
+
+
+@pytest.fixture
+def store_ports(monkeypatch):
+    """Record the port of every rendezvous store the launcher opens."""
+    ports = []
+    real = dist.dist.TCPStore
+
+    def recording(*args, **kwargs):
+        store = real(*args, **kwargs)
+        ports.append(store.port)
+        return store
+
+    monkeypatch.setattr(dist.dist, "TCPStore", recording)
+    return ports
+
+
+def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
+    results = dist.launch(dist.allreduce_check, 2, 4096, backend="gloo", timeout_s=60)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert all(r["correct"] and r["expected"] == 3.0 for r in results)
+    assert _port_is_free(store_ports[0]), "the rendezvous port is released after the run"
+
+
+def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
+    rows = dist.launch(dist.allreduce_benchmark, 2, [4096, 1 << 20], backend="gloo", timeout_s=60)
+    for rank_rows in rows:
+        assert [r["bytes"] for r in rank_rows] == [4096, 1 << 20]
+        for r in rank_rows:
+            assert r["correct"]
+            assert r["algbw"] == pytest.approx(r["bytes"] / r["seconds"])
+            assert r["busbw"] == pytest.approx(r["algbw"] * 2 * (2 - 1) / 2)  # 2(n-1)/n with n = 2
+    assert rows[0][1]["seconds"] == rows[1][1]["seconds"], "every rank reports the slowest rank's time"
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [("raise", r"rank 1 of 2 exited with code 1 .*RuntimeError: rank 1 failed on purpose"), ("kill", "SIGKILL")],
+)
+def test_a_failing_worker_ends_the_run_quickly_and_cleanly(mode, expected, no_leftovers, store_ports):
+    start = time.monotonic()
+    with pytest.raises(dist.DistributedRunError, match=expected):
+        dist.launch(dist.faulty_worker, 2, 1, mode, 3, 400, backend="gloo", timeout_s=60)
+    assert time.monotonic() - start < 30
+    assert _port_is_free(store_ports[0])
+
+
+def test_a_hanging_worker_ends_the_run_at_the_deadline(no_leftovers, store_ports):
+    start = time.monotonic()
+    with pytest.raises(dist.DistributedRunError, match="still running after timeout_s=6"):
+        dist.launch(dist.faulty_worker, 2, 1, "hang", backend="gloo", timeout_s=6)
+    assert 6 <= time.monotonic() - start < 6 + 10
+    assert _port_is_free(store_ports[0])
+
+
+def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
+    # An operator (or the OOM killer) kills one worker while the collectives are running.
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = dist.launch(dist.faulty_worker, 2, 0, "none", 0, 2000, backend="gloo", timeout_s=60)
+        except dist.DistributedRunError as err:
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 30
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        workers = [p for p in _children() if "labkit.distributed" in " ".join(p.cmdline())]
+        if len(workers) == 2 and all(p.cpu_times().user > 0.5 for p in workers):  # past start-up, in the loop
+            victim = workers[1]
+        time.sleep(0.2)
+    assert victim is not None, "the workers never started"
+    killed_at = time.monotonic()
+    os.kill(victim.pid, signal.SIGKILL)
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert "SIGKILL" in str(outcome.get("error")), outcome
+    assert time.monotonic() - killed_at < 30
+
+
+def test_two_runs_at_once_get_their_own_ports(no_leftovers, store_ports):
+    results = {}
+
+    def run(name):
+        results[name] = dist.launch(dist.allreduce_check, 2, 1024, backend="gloo", timeout_s=60)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert all(r["correct"] for n in ("a", "b") for r in results[n])
+    assert len(set(store_ports)) == 2
+
+
+def test_bad_input_is_refused_with_what_is_allowed():
+    with pytest.raises(ValueError, match="world_size must be a positive integer"):
+        dist.launch(dist.allreduce_check, 0)
+    with pytest.raises(ValueError, match="unknown backend 'mpi'; allowed: auto, gloo, nccl"):
+        dist.launch(dist.allreduce_check, 2, backend="mpi")
+    with pytest.raises(ValueError, match="must be defined at the top level of an importable module"):
+        dist.launch(lambda ctx: None, 2)
+    with pytest.raises(ValueError, match="unknown mode"):
+        dist.faulty_worker(None, mode="explode")
+    if not dist.torch.cuda.is_available():
+        with pytest.raises(ValueError, match="needs one CUDA GPU per rank"):
+            dist.resolve_backend("nccl", 2)
+        assert dist.resolve_backend("auto", 2) == "gloo"
+
+
+def test_ring_allreduce_model_matches_the_formula():
+    link = dist.Link("test", bandwidth=1e9, latency_s=1e-5)
+    assert link.allreduce_s(1, 1e9) == 0.0
+    # n = 4: 2·3 = 6 latency steps, and each rank moves 2·3/4 of the buffer
+    assert link.allreduce_s(4, 1e9) == pytest.approx(6e-5 + 1.5)
+    with pytest.raises(ValueError):
+        link.allreduce_s(0, 1)
+
+
+def test_fit_link_recovers_latency_and_bandwidth():
+    link = dist.Link("truth", bandwidth=2e9, latency_s=3e-5)
+    sizes = [1e3, 1e5, 1e6, 1e7, 1e8]
+    fitted = dist.fit_link(sizes, [link.allreduce_s(2, s) for s in sizes], n_ranks=2)
+    assert fitted.bandwidth == pytest.approx(2e9, rel=1e-6)
+    assert fitted.latency_s == pytest.approx(3e-5, rel=1e-6)
+
+
+def test_scaling_model_efficiency_falls_as_communication_grows():
+    link = dist.Link("test", bandwidth=10e9, latency_s=1e-5)
+    one = dist.predict_data_parallel(1, compute_s=1.0, grad_bytes=4e9, link=link)
+    assert one["efficiency"] == pytest.approx(1.0) and one["comm_s"] == 0
+    # 8 GPUs, strong scaling: 1/8 s of compute plus 2·7/8·4e9/10e9 = 0.7 s of all-reduce (+ 14 latencies)
+    eight = dist.predict_data_parallel(8, compute_s=1.0, grad_bytes=4e9, link=link)
+    assert eight["step_s"] == pytest.approx(0.125 + 0.7 + 14e-5)
+    assert eight["speedup"] == pytest.approx(1.0 / eight["step_s"])
+    shares, effs = [], []
+    for n in (1, 2, 4, 8, 16, 64):
+        p = dist.predict_data_parallel(n, compute_s=1.0, grad_bytes=4e8, link=link, overlap=0.5)
+        shares.append(p["comm_share"])
+        effs.append(p["efficiency"])
+    assert shares == sorted(shares) and effs == sorted(effs, reverse=True)
+    # weak scaling with perfect overlap and a fast link: nearly ideal
+    weak = dist.predict_data_parallel(8, compute_s=1.0, grad_bytes=1e6, link=link, overlap=1.0, scaling="weak")
+    assert weak["efficiency"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="scaling must be"):
+        dist.predict_data_parallel(2, 1.0, 1.0, link, scaling="diagonal")
+
+
+def test_the_same_worker_runs_under_torchrun(no_leftovers):
+    """The standard launcher runs labkit's workers unchanged (env:// rendezvous)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo" if sys.platform.startswith("linux") else "lo0")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "labkit.distributed", "labkit.distributed:allreduce_check"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: {{'rank': {rank}, 'expected': 3.0, 'correct': True" in run.stdout
