@@ -13,9 +13,11 @@ bound. Here the store is opened on port 0 and *held* by the launcher for the who
 the workers are told is the one the operating system handed out, and no other program can take it
 in between (a collision avoided, not hoped away); closing the store releases it.
 
-**Failing cleanly.** If a worker raises, is killed, or the run passes ``timeout_s`` (a hang: one rank
-waits in a collective that another never joins), every other worker is terminated, then killed, and
-:class:`DistributedRunError` says which rank failed, how, and the last lines it wrote. Workers also
+**Failing cleanly.** If a worker raises or is killed, every other worker is terminated, then killed,
+and :class:`DistributedRunError` says which rank failed first, how, and the last line it wrote. A hang
+(one rank never reaches a collective the others wait in) is caught by the collective's own timeout,
+``collective_timeout_s`` (20 s by default): the waiting rank raises, and the run ends as above. A run
+that outlives ``timeout_s`` altogether is stopped too. Workers also
 ask the kernel to kill them if the launcher itself dies (Linux), so no orphan is left behind.
 
 **The backend** is ``gloo`` on CPU processes and ``nccl`` on GPUs (one GPU per rank); the worker code
@@ -45,7 +47,8 @@ import torch.nn.functional as F
 
 BACKENDS = ("auto", "gloo", "nccl")
 HOST = "127.0.0.1"
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 600.0  # the whole run
+DEFAULT_COLLECTIVE_TIMEOUT_S = 20.0  # one collective (and the start-up rendezvous)
 _GRACE_S = 2.0  # between SIGTERM and SIGKILL when stopping workers
 
 
@@ -146,7 +149,7 @@ def _describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _failure_message(failed: dict[int, int], out: Path, world_size: int, elapsed: float) -> str:
+def _failure_message(failed: dict[int, int], running: list[int], out: Path, world_size: int, elapsed: float) -> str:
     """Name the rank that failed first: when one rank dies, its peers soon fail too ("connection reset")."""
 
     def when(rank: int) -> float:
@@ -164,6 +167,8 @@ def _failure_message(failed: dict[int, int], out: Path, world_size: int, elapsed
     others = sorted(set(failed) - {first})
     if others:
         text += f"; rank(s) {others} failed after it (they lost their peer)"
+    if running and "timed out" in detail.lower():
+        text += f"; rank(s) {running} never joined that collective (hung, or far slower than the others)"
     return text + "; every other worker was stopped"
 
 
@@ -187,6 +192,7 @@ def launch(
     *args,
     backend: str = "auto",
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S,
     threads_per_worker: int | None = None,
 ) -> list:
     """Run ``fn(ctx, *args)`` in ``world_size`` processes and return each rank's result, in rank order.
@@ -194,14 +200,17 @@ def launch(
     ``fn`` must live in an importable module (workers import it by name); its arguments and result
     must pickle. CPU workers get ``threads_per_worker`` threads each (default: the usable cores shared
     out), so two processes on a 2-core machine split its cores rather than fight over them.
-    Raises :class:`DistributedRunError` within about ``timeout_s`` + 2 s if any worker fails or hangs.
+    Raises :class:`DistributedRunError` if a worker fails (within a second or two), hangs (within
+    about ``collective_timeout_s``: a collective nobody else joins times out) or the whole run passes
+    ``timeout_s``; by then every worker has been stopped.
     """
     from .device import usable_cores
 
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise ValueError(f"world_size must be a positive integer, got {world_size!r}")
-    if not timeout_s or timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+    for name, value in dict(timeout_s=timeout_s, collective_timeout_s=collective_timeout_s).items():
+        if not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     backend = resolve_backend(backend, world_size)
     target = _function_path(fn)
     threads = threads_per_worker or max(1, usable_cores() // world_size)
@@ -220,7 +229,7 @@ def launch(
             LOCAL_WORLD_SIZE=str(world_size),
             TORCHELASTIC_USE_AGENT_STORE="True",
             LABKIT_DIST_BACKEND=backend,
-            LABKIT_DIST_TIMEOUT_S=str(timeout_s),
+            LABKIT_DIST_TIMEOUT_S=str(min(collective_timeout_s, timeout_s)),
             LABKIT_DIST_PARENT=str(os.getpid()),
             OMP_NUM_THREADS=str(threads),
         )
@@ -244,8 +253,10 @@ def launch(
             while pending:
                 failed = {r: procs[r].poll() for r in pending if procs[r].poll() not in (None, 0)}
                 if failed:
+                    running = sorted(r for r in range(world_size) if procs[r].poll() is None)
                     raise DistributedRunError(
-                        _failure_message(failed, out, world_size, time.monotonic() - started), port=store.port
+                        _failure_message(failed, running, out, world_size, time.monotonic() - started),
+                        port=store.port,
                     )
                 pending = {r for r in pending if procs[r].poll() is None}
                 if pending and time.monotonic() - started > timeout_s:
@@ -288,7 +299,7 @@ def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     backend = os.environ.get("LABKIT_DIST_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
-    timeout = datetime.timedelta(seconds=float(os.environ.get("LABKIT_DIST_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+    timeout = datetime.timedelta(seconds=float(os.environ.get("LABKIT_DIST_TIMEOUT_S", DEFAULT_COLLECTIVE_TIMEOUT_S)))
     out = Path(out_dir) if out_dir else None
     try:
         torch.set_num_threads(threads)

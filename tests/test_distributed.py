@@ -79,12 +79,22 @@ def test_a_failing_worker_ends_the_run_quickly_and_cleanly(mode, expected, no_le
     assert _port_is_free(store_ports[0])
 
 
-def test_a_hanging_worker_ends_the_run_at_the_deadline(no_leftovers, store_ports):
+def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftovers, store_ports):
+    # Rank 1 never reaches the all-reduce rank 0 waits in; rank 0's collective times out and the run ends.
+    assert dist.DEFAULT_COLLECTIVE_TIMEOUT_S <= 25, "with the defaults, a hang must end the run within 30 s"
     start = time.monotonic()
-    with pytest.raises(dist.DistributedRunError, match="still running after timeout_s=6"):
-        dist.launch(dist.faulty_worker, 2, 1, "hang", backend="gloo", timeout_s=6)
-    assert 6 <= time.monotonic() - start < 6 + 10
+    with pytest.raises(dist.DistributedRunError, match=r"rank 0 .*Timed out.*rank\(s\) \[1\] never joined"):
+        dist.launch(dist.faulty_worker, 2, 1, "hang", backend="gloo", collective_timeout_s=4)
+    assert time.monotonic() - start < 4 + 15
     assert _port_is_free(store_ports[0])
+
+
+def test_a_run_past_its_deadline_is_stopped(no_leftovers):
+    # One rank sleeping outside any collective: only the run's own deadline can catch it.
+    start = time.monotonic()
+    with pytest.raises(dist.DistributedRunError, match=r"ranks \[0\] of 1 were still running after timeout_s=5"):
+        dist.launch(dist.faulty_worker, 1, 0, "hang", backend="gloo", timeout_s=5)
+    assert 5 <= time.monotonic() - start < 5 + 10
 
 
 def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
@@ -137,6 +147,8 @@ def test_bad_input_is_refused_with_what_is_allowed():
         dist.launch(dist.allreduce_check, 2, backend="mpi")
     with pytest.raises(ValueError, match="must be defined at the top level of an importable module"):
         dist.launch(lambda ctx: None, 2)
+    with pytest.raises(ValueError, match="collective_timeout_s must be a positive number of seconds"):
+        dist.launch(dist.allreduce_check, 2, collective_timeout_s=0)
     with pytest.raises(ValueError, match="unknown mode"):
         dist.faulty_worker(None, mode="explode")
     if not dist.torch.cuda.is_available():
