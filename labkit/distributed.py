@@ -72,15 +72,16 @@ def running_workers() -> list[int]:
 
 
 def port_in_use(port: int, host: str = HOST) -> bool:
-    """Whether something on this machine still listens on ``port`` (notebook 06 checks a run left none)."""
+    """Whether a server still listens on ``port`` (notebooks 06 and 07 check that a run left none).
+
+    It tries to connect: refused means nobody listens. (Closed connections may linger in the kernel's
+    TIME_WAIT state for a minute; they hold no listener and no process, so they do not count.)
+    """
     import socket
 
     with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
+        s.settimeout(1.0)
+        return s.connect_ex((host, port)) == 0
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import threading
 import time
 
@@ -17,12 +16,7 @@ def _children() -> list[psutil.Process]:
 
 
 def _port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((dist.HOST, port))
-        except OSError:
-            return False
-    return True
+    return not dist.port_in_use(port)
 
 
 @pytest.fixture

@@ -1,0 +1,185 @@
+"""labkit.serving: the batching policy, the load scenarios, and the HTTP front end with its load generator."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import torch
+
+from labkit import distributed, serving
+
+FEATURES = 8
+
+
+def doubler(x):  # (B, F) -> (B, F)
+    return 2 * x
+
+
+def make_input(i):
+    return torch.full((FEATURES,), float(i))
+
+
+def test_answers_go_to_the_right_requests_and_batches_respect_max_batch():
+    server = serving.DynamicBatcher(doubler, max_batch=4, max_wait_ms=50)
+    futures = [server.submit(make_input(i)) for i in range(10)]  # all queued before serving starts
+    server.serve(until=lambda: True)
+    for i, f in enumerate(futures):
+        assert torch.equal(f.result(timeout=1), torch.full((FEATURES,), 2.0 * i))
+    assert sorted(t.batch_size for t in server.timings) == [2] * 2 + [4] * 8  # batches of 4, 4, then 2
+    assert all(t.batch_size <= 4 for t in server.timings)
+
+
+def test_a_lone_request_waits_at_most_max_wait():
+    server = serving.DynamicBatcher(doubler, max_batch=64, max_wait_ms=30)
+    result = serving.single_stream(server, make_input, 5)
+    assert (result.batch_sizes == 1).all()
+    assert 30 <= result.p50_ms < 30 + 40  # it waited the full 30 ms for company that never came
+
+
+def test_a_failing_model_fails_its_batch_and_the_server_keeps_serving():
+    calls = []
+
+    def flaky(x):
+        calls.append(len(x))
+        if len(calls) == 1:
+            raise RuntimeError("bad batch")
+        return x
+
+    server = serving.DynamicBatcher(flaky, max_batch=1, max_wait_ms=0)
+    first, second = server.submit(make_input(0)), server.submit(make_input(1))
+    server.serve(until=lambda: True)
+    with pytest.raises(RuntimeError, match="bad batch"):
+        first.result(timeout=1)
+    assert torch.equal(second.result(timeout=1), make_input(1))
+
+
+def test_interrupted_serving_fails_the_queued_requests_instead_of_leaving_them_waiting():
+    def interrupt(x):
+        raise KeyboardInterrupt
+
+    server = serving.DynamicBatcher(interrupt, max_batch=1)
+    futures = [server.submit(make_input(i)) for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        server.serve(until=lambda: True)
+    assert all(f.done() for f in futures[1:])
+    with pytest.raises(RuntimeError, match="stopped before this request was served"):
+        futures[2].result(timeout=0)
+
+
+def test_offline_batches_fill_up_and_latencies_are_counted_from_arrival():
+    server = serving.DynamicBatcher(doubler, max_batch=16, max_wait_ms=1)
+    result = serving.offline(server, make_input, 64)
+    assert len(result.latencies_s) == 64 and result.mean_batch == 16
+    assert result.p99_ms >= result.p90_ms >= result.p50_ms > 0
+
+
+def test_poisson_load_is_served_at_the_offered_rate():
+    server = serving.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
+    result = serving.poisson(server, make_input, rate=500, n=200, seed=1)
+    assert len(result.latencies_s) == 200
+    assert 0.7 * 500 < result.throughput < 1.4 * 500  # 200 exponential gaps: the mean rate within noise
+    assert result.offered_rate == 500
+
+
+def test_find_max_rate_brackets_a_server_with_a_known_capacity():
+    # A model that takes 2 ms per call whatever the batch: with max_batch 1 the capacity is 500/s.
+    def slow(x):
+        time.sleep(0.002)
+        return x
+
+    server = serving.DynamicBatcher(slow, max_batch=1, max_wait_ms=0)
+    search = serving.find_max_rate(server, make_input, p99_bound_ms=30, low=50, high=5000, n=120, steps=4)
+    assert search.best_rate is not None and search.best.p99_ms <= 30
+    assert search.best_rate < 500, "no bound lets one-at-a-time service exceed its capacity"
+
+
+def test_bad_settings_are_refused_with_what_is_allowed():
+    with pytest.raises(ValueError, match="max_batch must be a positive integer"):
+        serving.DynamicBatcher(doubler, max_batch=0)
+    with pytest.raises(ValueError, match="max_wait_ms must be zero or a positive"):
+        serving.DynamicBatcher(doubler, max_wait_ms=-1)
+    server = serving.DynamicBatcher(doubler)
+    with pytest.raises(ValueError, match="rate must be a positive number"):
+        serving.poisson(server, make_input, rate=0, n=10)
+    with pytest.raises(ValueError, match="positive integer"):
+        serving.offline(server, make_input, 0)
+    with pytest.raises(ValueError, match="need 0 < low < high"):
+        serving.find_max_rate(server, make_input, 10, low=100, high=10)
+
+
+def _post(url, body: bytes, method="POST"):
+    req = urllib.request.Request(url, data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
+    server = serving.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
+    stop = threading.Event()
+    serving_thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
+    serving_thread.start()
+    try:
+        with serving.serve_http(server, FEATURES) as url:
+            status, body = _post(url + "/predict", json.dumps({"inputs": [1.0] * FEATURES}).encode())
+            assert status == 200 and body["outputs"] == [2.0] * FEATURES and body["server_ms"] >= 0
+            cases = {
+                b"{not json": (400, "not valid JSON"),
+                b"[1, 2]": (400, "expected a JSON object"),
+                json.dumps({"inputs": [1.0]}).encode(): (400, f"list of {FEATURES} numbers"),
+                json.dumps({"inputs": ["x"] * FEATURES}).encode(): (400, "numbers only"),
+                json.dumps({"inputs": [True] * FEATURES}).encode(): (400, "numbers only"),
+            }
+            for payload, (code, message) in cases.items():
+                status, body = _post(url + "/predict", payload)
+                assert status == code and message in body["error"], (payload, status, body)
+            assert _post(url + "/elsewhere", b"{}")[0] == 404
+            assert _post(url + "/predict", b"{}", method="PUT")[0] == 405
+            with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+                assert json.loads(resp.read()) == {"status": "ok"}
+            # still healthy after all of that
+            assert _post(url + "/predict", json.dumps({"inputs": [0.5] * FEATURES}).encode())[0] == 200
+        port = int(url.rsplit(":", 1)[1])
+        assert not distributed.port_in_use(port), "leaving the block closes the listening socket"
+    finally:
+        stop.set()
+        serving_thread.join(timeout=5)
+
+
+def test_http_load_from_a_second_process_leaves_nothing_behind():
+    server = serving.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with serving.serve_http(server, FEATURES) as url:
+        result = serving.http_load(server, url, FEATURES, rate=200, n=50, max_s=10)
+    assert result["sent"] == result["answered"] == 50 and result["error_count"] == 0
+    assert len(result["latencies_ms"]) == 50
+    assert np.median(result["latencies_ms"]) >= np.median(result["server_ms"])
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()]
+    assert not [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_load_generator_is_bounded_in_time_and_refuses_bad_arguments(tmp_path):
+    script = Path(serving.__file__).with_name("loadgen.py")
+    bad = subprocess.run([sys.executable, str(script), "http://127.0.0.1:9", "--features", "4", "--rate", "0",
+                          "--requests", "5", "--out", str(tmp_path / "x.json")], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "must be positive" in bad.stderr
+    # Nothing listens on the port: every request errors, and the run still ends within its bound.
+    port = 9  # the discard port; nothing listens on it here
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, str(script), f"http://127.0.0.1:{port}", "--features", "4", "--rate", "50",
+                          "--requests", "1000", "--max-seconds", "1", "--out", str(tmp_path / "r.json")],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert run.returncode == 0 and time.monotonic() - start < 15
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["answered"] == 0 and result["error_count"] == result["sent"] > 0
+    assert result["sent"] < 1000, "it stopped at --max-seconds, not after all the requests"
