@@ -82,3 +82,46 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
     syllables = 0.5 * (1 + torch.sin(2 * math.pi * 4.0 * t))  # about four syllables a second
     signal = 0.3 * voice * syllables + 0.02 * torch.randn(n, generator=g)
     return signal.unsqueeze(0)
+
+
+def jpeg_gratings(
+    n: int, size: int = 96, classes: int = 4, seed: int = 0, noise: float = 1.0, quality: int = 90
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 08).
+
+    Returns the encoded files (1-D uint8 tensors, as read from disk) and the labels. Decoding them
+    costs real CPU time, as it does for a photo dataset.
+    """
+    from torchvision.io import encode_jpeg
+
+    if not 1 <= quality <= 100:
+        raise ValueError(f"quality must be between 1 and 100, got {quality}")
+    images, labels = grating_images(n, size=size, classes=classes, seed=seed, noise=noise).tensors
+    pixels = ((images.clamp(-2, 2) + 2) * (255 / 4)).round().to(torch.uint8)  # (n, 3, size, size)
+    return encode_jpeg(list(pixels), quality=quality), labels
+
+
+class JpegDataset(torch.utils.data.Dataset):
+    """Decode a JPEG, resize it, optionally flip it, normalise it: a typical image input pipeline.
+
+    ``__getitem__`` returns ``(features, label)`` with the image flattened to ``3·out_size²``
+    values, ready for an MLP (notebook 08).
+    """
+
+    def __init__(self, files: list[torch.Tensor], labels: torch.Tensor, out_size: int = 32, augment: bool = False):
+        if len(files) != len(labels):
+            raise ValueError(f"{len(files)} files but {len(labels)} labels")
+        self.files, self.labels, self.out_size, self.augment = files, labels, out_size, augment
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        from torchvision.io import decode_jpeg
+        from torchvision.transforms.v2 import functional as TF
+
+        image = decode_jpeg(self.files[i])  # (3, H, W) uint8
+        image = TF.resize(image, [self.out_size, self.out_size], antialias=True)
+        if self.augment and torch.rand(()) < 0.5:
+            image = image.flip(-1).flip(-2)  # a half turn keeps a grating's orientation (one flip would change it)
+        return (image.float() / 255 - 0.5).div(0.25).flatten(), self.labels[i]

@@ -467,3 +467,16 @@ def find_max_batch(
         else:
             hi = mid
     return BatchSearch(lo, hi, budget_bytes, str(device), trials)
+
+
+def serialized_bytes(model: torch.nn.Module) -> int:
+    """Bytes of ``model``'s weights as saved by ``torch.save`` (notebook 08 compares quantized models).
+
+    Counting the saved file works for every weight format alike, including the tensor subclasses
+    that torchao uses for int8 weights, whose storage ``Tensor.nbytes`` does not describe.
+    """
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.tell()

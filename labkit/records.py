@@ -64,6 +64,7 @@ def machine_card(
     card.update(
         torch=torch.__version__,
         torchvision=_version("torchvision"),
+        torchao=_version("torchao"),
         numpy=_version("numpy"),
         labkit=_version("labkit"),
         python=platform.python_version(),

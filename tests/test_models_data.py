@@ -65,3 +65,32 @@ def test_exercise_checker_never_raises(capsys):
     assert exercises.check("ex", [1, 2], [1, 2]) is True
     out = capsys.readouterr().out
     assert "not attempted yet" in out and "correct" in out and "not yet" in out
+
+
+def test_jpeg_gratings_decode_back_to_the_images_through_the_pipeline():
+    files, labels = data.jpeg_gratings(6, size=48, noise=0.5, seed=3)
+    assert len(files) == 6 and all(f.dtype == torch.uint8 and f.ndim == 1 for f in files)
+    assert bytes(files[0][:2].tolist()) == b"\xff\xd8"  # a JPEG file starts with the SOI marker
+    again, labels_again = data.jpeg_gratings(6, size=48, noise=0.5, seed=3)
+    assert torch.equal(labels, labels_again) and all(torch.equal(a, b) for a, b in zip(files, again, strict=True))
+    ds = data.JpegDataset(files, labels, out_size=16)
+    x, y = ds[2]
+    assert x.shape == (3 * 16 * 16,) and x.dtype == torch.float32 and y == labels[2]
+    # the half-turn augmentation keeps the image's content (and so its class): same pixel statistics
+    flipped = data.JpegDataset(files, labels, out_size=16, augment=True)
+    torch.manual_seed(0)
+    xs = [flipped[2][0] for _ in range(8)]
+    assert all(torch.allclose(v.sort().values, x.sort().values, atol=1e-5) for v in xs)
+    with pytest.raises(ValueError, match="3 files but 2 labels"):
+        data.JpegDataset(files[:3], labels[:2])
+    with pytest.raises(ValueError, match="quality must be between 1 and 100"):
+        data.jpeg_gratings(2, quality=0)
+
+
+def test_serialized_bytes_counts_what_torch_save_writes():
+    model = models.MLP(64, 128, 2, 4)
+    params = 4 * models.count_parameters(model)
+    size = memory.serialized_bytes(model)
+    assert params <= size < params + 16_384  # the weights plus a small header per tensor
+    half = memory.serialized_bytes(model.to(torch.bfloat16))
+    assert params / 2 <= half < params / 2 + 16_384
