@@ -97,8 +97,10 @@ def jpeg_gratings(
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be between 1 and 100, got {quality}")
     images, labels = grating_images(n, size=size, classes=classes, seed=seed, noise=noise).tensors
-    pixels = ((images.clamp(-2, 2) + 2) * (255 / 4)).round().to(torch.uint8)  # (n, 3, size, size)
-    return encode_jpeg(list(pixels), quality=quality), labels
+    files = []
+    for chunk in images.split(256):  # (≤256, 3, size, size) floats → uint8 → JPEG, a chunk at a time
+        files += encode_jpeg(list(((chunk.clamp(-2, 2) + 2) * (255 / 4)).round().to(torch.uint8)), quality=quality)
+    return files, labels
 
 
 class JpegDataset(torch.utils.data.Dataset):
