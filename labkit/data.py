@@ -110,10 +110,16 @@ class JpegDataset(torch.utils.data.Dataset):
     values, ready for an MLP (notebook 08).
     """
 
-    def __init__(self, files: list[torch.Tensor], labels: torch.Tensor, out_size: int = 32, augment: bool = False):
+    def __init__(
+        self, files: list[torch.Tensor], labels: torch.Tensor, out_size: int = 32, augment: bool = False,
+        blur_sigma: float = 0.0,
+    ):  # fmt: skip
         if len(files) != len(labels):
             raise ValueError(f"{len(files)} files but {len(labels)} labels")
+        if blur_sigma < 0:
+            raise ValueError(f"blur_sigma must be zero (no blur) or positive, got {blur_sigma}")
         self.files, self.labels, self.out_size, self.augment = files, labels, out_size, augment
+        self.blur_sigma = blur_sigma  # a Gaussian blur at full resolution: a deliberately costly augmentation
 
     def __len__(self) -> int:
         return len(self.files)
@@ -123,6 +129,9 @@ class JpegDataset(torch.utils.data.Dataset):
         from torchvision.transforms.v2 import functional as TF
 
         image = decode_jpeg(self.files[i])  # (3, H, W) uint8
+        if self.blur_sigma:
+            size = 2 * round(3 * self.blur_sigma) + 1
+            image = TF.gaussian_blur(image.float(), [size, size], [self.blur_sigma, self.blur_sigma])
         image = TF.resize(image, [self.out_size, self.out_size], antialias=True)
         if self.augment and torch.rand(()) < 0.5:
             image = image.flip(-1).flip(-2)  # a half turn keeps a grating's orientation (one flip would change it)

@@ -132,6 +132,16 @@ SIZES: dict[str, dict[str, dict]] = {
             repeat_fraction=0.5, cache_requests=2000, gpt_size="l", new_tokens=128, min_run_s=0.5,
         ),
     },
+    "09_where_time_goes": {
+        "quick": dict(
+            n_images=1024, image_size=96, blur_sigma=1.5, hidden=1024, depth=3, batch=64, steps=12,
+            workers=[0, 1, 2], profile_steps=5, sync_steps=30, min_run_s=0.1,
+        ),
+        "full": dict(
+            n_images=4096, image_size=128, blur_sigma=1.5, hidden=2048, depth=4, batch=256, steps=30,
+            workers=[0, 1, 2, 4, 8], profile_steps=10, sync_steps=100, min_run_s=0.5,
+        ),
+    },
 }  # fmt: skip
 
 

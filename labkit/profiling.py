@@ -1,0 +1,149 @@
+"""Where the time goes: the profiler, a loop split into waiting for data and computing, Amdahl's law.
+
+Taught in notebook 09. ``torch.profiler`` does the operator-level work (its table and its trace);
+labkit adds the two numbers a profile is usually read for: how much of each step the loop spent
+waiting for its next batch, and how much computing, and what that means for the next move.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from .device import sync
+
+
+def profile_steps(
+    step: Callable[[], object],
+    steps: int = 5,
+    warmup: int = 2,
+    device: torch.device | str | None = None,
+    record_shapes: bool = False,
+) -> profile:
+    """Run ``step`` ``warmup + steps`` times under ``torch.profiler`` and return the profiler (notebook 09).
+
+    The warm-up steps run with the profiler on but are not recorded (``torch.profiler.schedule``),
+    so one-off costs do not crowd the table. On CUDA, device time is recorded too.
+    """
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"need steps >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=0, warmup=warmup, active=steps, repeat=1),
+        record_shapes=record_shapes,
+    ) as prof:
+        for _ in range(warmup + steps):
+            with record_function("training step"):
+                step()
+            sync(device)
+            prof.step()
+    return prof
+
+
+def top_operators(prof: profile, n: int = 10, device: torch.device | str | None = None) -> str:
+    """The profiler's own table of the ``n`` operators with the most self time (CPU, or CUDA on a GPU)."""
+    on_cuda = device is not None and torch.device(device).type == "cuda"
+    key = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=n, max_name_column_width=40)
+
+
+def export_trace(prof: profile, path: str | Path) -> Path:
+    """Write a Chrome-trace JSON for Perfetto (ui.perfetto.dev) or chrome://tracing; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+@dataclass
+class LoopTiming:
+    """Per step of a training loop: seconds waiting for the next batch, and seconds computing on it."""
+
+    data_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)
+
+    @property
+    def step_s(self) -> float:
+        """Median seconds per step (waiting plus computing)."""
+        return float(np.median(np.add(self.data_s, self.compute_s)))
+
+    @property
+    def data_fraction(self) -> float:
+        """Share of the loop's time spent waiting for input."""
+        total = sum(self.data_s) + sum(self.compute_s)
+        return sum(self.data_s) / total if total > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return dict(step_s=self.step_s, data_fraction=self.data_fraction, steps=len(self.data_s))
+
+
+def time_loop(
+    batches: Iterable,
+    step: Callable[[object], object],
+    steps: int,
+    device: torch.device | str | None = None,
+    skip: int = 2,
+) -> LoopTiming:
+    """Run ``step(batch)`` over ``batches``, timing the wait for each batch apart from the compute (notebook 09).
+
+    The first ``skip`` steps (worker start-up, warm-up) are run but not recorded. The device is synced
+    after each step, so compute time is the device's, not just the time to queue the work.
+    """
+    timing = LoopTiming()
+    it = iter(batches)
+    for i in range(skip + steps):
+        start = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        got = time.perf_counter()
+        step(batch)
+        sync(device)
+        done = time.perf_counter()
+        if i >= skip:
+            timing.data_s.append(got - start)
+            timing.compute_s.append(done - got)
+    if not timing.data_s:
+        raise ValueError(f"the loop ended before step {skip + 1}: give more batches than skip={skip}")
+    return timing
+
+
+def amdahl(fraction_sped_up: float, speedup: float) -> float:
+    """Overall speed-up when ``fraction_sped_up`` of the time becomes ``speedup`` times faster (Amdahl's law)."""
+    if not 0.0 <= fraction_sped_up <= 1.0:
+        raise ValueError(f"fraction_sped_up must be between 0 and 1, got {fraction_sped_up}")
+    if speedup <= 0:
+        raise ValueError(f"speedup must be positive, got {speedup}")
+    return 1.0 / ((1.0 - fraction_sped_up) + fraction_sped_up / speedup)
+
+
+def diagnose(timing: LoopTiming, sync_share: float = 0.0) -> list[str]:
+    """Turn a loop's measured split into the next action (notebook 09's checklist)."""
+    advice = []
+    if timing.data_fraction > 0.3:
+        advice.append(
+            f"input-bound: {timing.data_fraction:.0%} of the time waits for data. Decode in DataLoader workers, "
+            "prefetch, cache decoded data or move augmentation to the GPU. A faster accelerator would change at "
+            f"most the other {1 - timing.data_fraction:.0%} (at most {1 / timing.data_fraction:.1f}x overall)."
+        )
+    else:
+        advice.append(
+            f"compute-bound: {1 - timing.data_fraction:.0%} of the time computes. Check the roofline: if it is near "
+            "the compute ceiling, a faster device or lower precision helps; if far below it, look for small "
+            "kernels, synchronisation and Python overhead in the profiler's trace."
+        )
+    if sync_share > 0.10:
+        advice.append(
+            f"{sync_share:.0%} of the step goes to forced synchronisation (.item(), printing, host copies): "
+            "read values every N steps, keep metrics on the device."
+        )
+    return advice
