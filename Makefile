@@ -9,14 +9,6 @@ PROFILE ?= quick
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# glibc's allocator returns large freed blocks to the operating system and page-faults them back in on the next
-# allocation; on small virtual machines that makes CPU timings swing by 20-30% from run to run. Keep freed memory
-# in the process instead (PyTorch's CPU performance guide suggests a caching allocator, e.g. jemalloc, for the same
-# reason). Set for everything `make` runs: JupyterLab and its kernels, the tests, the report.
-export MALLOC_MMAP_THRESHOLD_ = 1073741824
-export MALLOC_TRIM_THRESHOLD_ = 4294967296
-export MALLOC_TOP_PAD_ = 268435456
-
 .PHONY: lab test unit notebooks lint report doctor clean
 
 # Create the virtual environment on first use, and again whenever the pins change.

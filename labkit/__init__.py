@@ -14,6 +14,10 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 # no CUDA runtime; that is expected here and only confuses a learner.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
+from .allocator import keep_freed_memory  # noqa: E402
+
+keep_freed_memory()  # before the first tensor is allocated: steadier CPU timings (see labkit.allocator)
+
 from .ceilings import (  # noqa: E402
     Roofline,
     low_precision_dtype,

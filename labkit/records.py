@@ -55,6 +55,12 @@ def gpu_driver_version() -> str | None:
         return None
 
 
+def _allocator_tuned() -> bool:
+    from . import allocator
+
+    return allocator.applied
+
+
 def machine_card(
     device: torch.device | str, dtype: torch.dtype | str | None = None, profile: str | None = None
 ) -> dict:
@@ -75,6 +81,7 @@ def machine_card(
         driver=gpu_driver_version() if device.type == "cuda" else None,
         dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
         profile=profile,
+        allocator="glibc, freed memory kept in the process" if _allocator_tuned() else "default",
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
     return card
