@@ -17,6 +17,8 @@ REQUIRED = {
     "tqdm": "make lab installs it",
     "ipywidgets": "make lab installs it",
     "tabulate": "make lab installs it (torch's FLOP counter needs it to print tables)",
+    "torchao": "make lab installs it (notebook 08's quantization)",
+    "simpy": "make lab installs it (notebook 10's cluster simulation)",
 }
 
 
