@@ -41,18 +41,18 @@ class JobFit:
 
 def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
     """Fit time = one-off + per-unit × size to probe runs (at least three sizes, all different)."""
+    from .scaling import fit_linear
+
     x = np.asarray(sizes, dtype=float)
     y = np.asarray(seconds, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"sizes and seconds must be 1-D and the same length, got {x.shape} and {y.shape}")
-    if len(np.unique(x)) < 3:
+    if x.ndim == 1 and x.shape == y.shape and len(np.unique(x)) < 3:
         raise ValueError("probe at least three different sizes: two always fit a line exactly, hiding the noise")
     if (x <= 0).any() or (y <= 0).any():
         raise ValueError("sizes and seconds must be positive")
-    slope, intercept = np.polyfit(x, y, 1)
-    residual = y - (intercept + slope * x)
+    line = fit_linear(x, y)  # checks the shapes too
+    residual = y - line.predict(x)
     dof = max(1, len(x) - 2)
-    return JobFit(float(intercept), float(slope), float(math.sqrt((residual**2).sum() / dof)), tuple(x), tuple(y))
+    return JobFit(line.fixed, line.per_unit, float(math.sqrt((residual**2).sum() / dof)), tuple(x), tuple(y))
 
 
 def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, float]:
