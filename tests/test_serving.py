@@ -96,7 +96,7 @@ def test_find_max_rate_brackets_a_server_with_a_known_capacity():
         return x
 
     server = serving.DynamicBatcher(slow, max_batch=1, max_wait_ms=0)
-    search = serving.find_max_rate(server, make_input, p99_bound_ms=30, low=50, high=5000, n=120, steps=4)
+    search = serving.find_max_rate(server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3)
     assert search.best_rate is not None and search.best.p99_ms <= 30
     assert search.best_rate < 500, "no bound lets one-at-a-time service exceed its capacity"
 
