@@ -9,7 +9,7 @@ prediction interval; and write the result on an *estimate card* with its assumpt
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,9 +129,3 @@ def training_time_from_flops(
         raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
     return flops_per_step * steps / (peak_flops * utilisation * devices)
 
-
-def probe(run: Callable[[int], float], sizes: Sequence[int], repeats: int = 1) -> list[tuple[int, float]]:
-    """Run ``run(size)`` (which returns its own measured seconds) for each size, ``repeats`` times each."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
-    return [(size, run(size)) for size in sizes for _ in range(repeats)]

@@ -55,8 +55,3 @@ def test_training_time_from_flops_and_the_card():
     assert "90.0 min" in text and "2.2 h" in text and "nothing else runs" in text
     assert estimate.EstimateCard("b", 1, 1, 1).fits is None
 
-
-def test_probe_runs_each_size():
-    calls = []
-    result = estimate.probe(lambda n: calls.append(n) or n / 10, [1, 2], repeats=2)
-    assert calls == [1, 1, 2, 2] and result == [(1, 0.1), (1, 0.1), (2, 0.2), (2, 0.2)]
