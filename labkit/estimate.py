@@ -128,4 +128,3 @@ def training_time_from_flops(
     if not 0 < utilisation <= 1:
         raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
     return flops_per_step * steps / (peak_flops * utilisation * devices)
-

@@ -54,4 +54,3 @@ def test_training_time_from_flops_and_the_card():
     assert card.fits is False and "DOES NOT FIT" in text
     assert "90.0 min" in text and "2.2 h" in text and "nothing else runs" in text
     assert estimate.EstimateCard("b", 1, 1, 1).fits is None
-
