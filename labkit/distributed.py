@@ -282,8 +282,12 @@ def launch(
 # The worker side: what runs in each process (also under torchrun).
 
 
-def _die_with_parent(parent_pid: int | None) -> None:
-    """Ask Linux to SIGKILL this worker if its launcher dies, so a crashed kernel leaves no orphan."""
+def die_with_parent(parent_pid: int | None) -> None:
+    """Ask Linux to SIGKILL this process if its launcher dies, so a crashed kernel leaves no orphan.
+
+    Used by the distributed workers and by ``labkit.sharing``'s trainer (``labkit/loadgen.py`` keeps
+    its own copy: it must run without importing labkit or torch).
+    """
     if not sys.platform.startswith("linux") or parent_pid is None:
         return
     import ctypes
@@ -296,7 +300,7 @@ def _die_with_parent(parent_pid: int | None) -> None:
 
 def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
     parent = os.environ.get("LABKIT_DIST_PARENT")
-    _die_with_parent(int(parent) if parent else None)
+    die_with_parent(int(parent) if parent else None)
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     backend = os.environ.get("LABKIT_DIST_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def _die_with_parent() -> None:
+    # labkit.distributed.die_with_parent does the same; this script may not import labkit (or torch).
     if sys.platform.startswith("linux"):
         import ctypes
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -165,13 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=256)
     ns = parser.parse_args(argv)
-    parent = os.environ.get("LABKIT_PARENT")
-    if parent and sys.platform.startswith("linux"):
-        import ctypes
+    from .distributed import die_with_parent
 
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the notebook
-        if os.getppid() != int(parent):
-            sys.exit(1)
+    parent = os.environ.get("LABKIT_PARENT")
+    die_with_parent(int(parent) if parent else None)  # never outlive the notebook
     _train(Path(ns.log), ns.threads, ns.max_seconds, ns.d_in, ns.hidden, ns.batch)
 
 
