@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
-from torch.distributed._tools.mem_tracker import MemTracker
 
 from .device import available_memory_bytes
 from .timing import MeasurementError
@@ -38,22 +37,29 @@ _CATEGORY_OF = {
 }
 
 
-class _RepeatableMemTracker(MemTracker):
-    """MemTracker that allows one model to be called several times within one measurement.
+def _repeatable_tracker():
+    """A MemTracker that allows repeated top-level calls (imported on first use: MemTracker's import costs
+    about 1.5 s, paid by every process that imports labkit, workers and the trainer included)."""
+    from torch.distributed._tools.mem_tracker import MemTracker
 
-    MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
-    ("multiple iterative calls"), which gradient accumulation (notebook 05) and token-by-token
-    generation (notebook 07) both make. labkit only reads the tracker's global snapshots, so on a
-    repeated top-level call the module's own statistics are started afresh instead; the global
-    current and peak memory are unaffected.
-    """
+    class _RepeatableMemTracker(MemTracker):
+        """MemTracker that allows one model to be called several times within one measurement.
 
-    def _pre_fw_hook(self, module, inputs) -> None:
-        if module in self.memory_tracking and not self._mod_tracker.is_bw:
-            name = self._mod_tracker.get_known_fqn(module)
-            if set(self._mod_tracker.parents) - {name} == {"Global"}:
-                del self.memory_tracking[module]
-        super()._pre_fw_hook(module, inputs)
+        MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
+        ("multiple iterative calls"), which gradient accumulation (notebook 05) and token-by-token
+        generation (notebook 07) both make. labkit only reads the tracker's global snapshots, so on a
+        repeated top-level call the module's own statistics are started afresh instead; the global
+        current and peak memory are unaffected.
+        """
+
+        def _pre_fw_hook(self, module, inputs) -> None:
+            if module in self.memory_tracking and not self._mod_tracker.is_bw:
+                name = self._mod_tracker.get_known_fqn(module)
+                if set(self._mod_tracker.parents) - {name} == {"Global"}:
+                    del self.memory_tracking[module]
+            super()._pre_fw_hook(module, inputs)
+
+    return _RepeatableMemTracker()
 
 
 class DoesNotFitError(MemoryError):
@@ -156,7 +162,7 @@ def peak_memory(
         torch.cuda.reset_peak_memory_stats(device)
         baseline = torch.cuda.memory_allocated(device)
 
-    tracker = _RepeatableMemTracker()
+    tracker = _repeatable_tracker()
     if trackables:
         tracker.track_external(*trackables)
         _mark_frozen_parameters(tracker, trackables)
@@ -205,7 +211,7 @@ class _NoHook:
         pass
 
 
-def _mark_frozen_parameters(tracker: MemTracker, trackables: list) -> None:
+def _mark_frozen_parameters(tracker, trackables: list) -> None:
     """Let MemTracker follow modules with frozen parameters (fine-tuning, notebook 01).
 
     MemTracker registers a gradient hook on every parameter of each module that runs, and PyTorch

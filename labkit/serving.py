@@ -116,6 +116,26 @@ class DynamicBatcher:
         with self._lock:
             self.timings = []
 
+    def warmup(self, example: torch.Tensor, repeats: int = 2) -> list[int]:
+        """Run the model ``repeats`` times at every batch size from 1 to ``max_batch``; return the sizes.
+
+        A dynamic batcher meets every batch size sooner or later, and the first call at a new shape
+        pays one-off costs (kernel selection, buffer allocation) that would otherwise land in the
+        first measurement's tail. Serving systems warm up the same way before taking traffic.
+        """
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+        sizes = list(range(1, self.max_batch + 1))
+        for size in sizes:
+            x = torch.stack([example] * size)
+            if self.device is not None:
+                x = x.to(self.device)
+            with torch.inference_mode():
+                for _ in range(repeats):
+                    self.model_fn(x)
+            sync(self.device)
+        return sizes
+
     def serve(self, until: Callable[[], bool], poll_s: float = 0.005) -> None:
         """Serve requests in this thread until ``until()`` is true and nothing is queued.
 

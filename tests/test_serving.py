@@ -37,6 +37,21 @@ def test_answers_go_to_the_right_requests_and_batches_respect_max_batch():
     assert all(t.batch_size <= 4 for t in server.timings)
 
 
+def test_warmup_runs_every_batch_size_once_per_repeat_and_records_no_timings():
+    seen = []
+
+    def model(x):
+        seen.append(x.shape[0])
+        return 2 * x
+
+    server = serving.DynamicBatcher(model, max_batch=5, max_wait_ms=1)
+    assert server.warmup(make_input(3), repeats=2) == [1, 2, 3, 4, 5]
+    assert seen == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert server.timings == []
+    with pytest.raises(ValueError, match="repeats must be a positive integer"):
+        server.warmup(make_input(0), repeats=0)
+
+
 def test_a_lone_request_waits_at_most_max_wait():
     server = serving.DynamicBatcher(doubler, max_batch=64, max_wait_ms=30)
     result = serving.single_stream(server, make_input, 5)
