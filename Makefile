@@ -9,7 +9,7 @@ PROFILE ?= quick
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test unit notebooks lint report doctor clean
+.PHONY: lab test unit notebooks browser lint report doctor clean
 
 # Create the virtual environment on first use, and again whenever the pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -21,19 +21,23 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb \
 		$(ROOT_ARG) $(LAB_ARGS)
 
-# The whole suite: lint, unit tests, every notebook under nbval, every notebook under papermill.
-test: $(STAMP) lint unit notebooks
+# The whole suite: lint, unit tests, every notebook under nbval and under papermill, then notebook 00 in
+# JupyterLab in a real Chromium (skipped where Chromium is missing, unless LABKIT_REQUIRE_BROWSER=1).
+test: $(STAMP) lint unit notebooks browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check labkit tests notebooks tools
 	$(BIN)/ruff format --check labkit tests notebooks tools
 
 unit: $(STAMP)
-	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m "not notebooks"
+	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m "not notebooks and not browser"
 
 notebooks: $(STAMP)
 	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest --nbval-lax notebooks
 	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m notebooks
+
+browser: $(STAMP)
+	$(BIN)/python -m pytest tests -m browser
 
 report: $(STAMP)
 	$(BIN)/python -m labkit report --profile $(PROFILE)

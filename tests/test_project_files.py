@@ -28,6 +28,8 @@ def _conda_packages(path) -> set[str]:
         if isinstance(dep, str):
             name = _name(dep)
             names.add(CONDA_TO_PIP.get(name, name))
+        else:  # the pip subsection: packages taken from PyPI, and labkit itself ("-e .")
+            names |= {_name(r) for r in dep["pip"] if not r.startswith("-")}
     return names - NOT_PACKAGES
 
 
