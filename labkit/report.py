@@ -1,7 +1,9 @@
 """``make report``: execute every notebook headless with papermill and write one HTML report.
 
-The report is the main job for CI and instructors: the executed notebooks, a summary table of
-each notebook's recorded results (from its ``ResultLog``) and the hardware/software card.
+The report is for learners, instructors and CI: one HTML file that opens offline, with a section per
+notebook (its question, status, wall time and profile, its recorded results from its ``ResultLog``
+beside any reference GPU's, and its plots embedded as images) and the hardware/software card. The
+executed notebooks are kept beside it in ``build/notebooks/``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -60,11 +63,41 @@ def run_notebook(
     return dict(notebook=notebook.stem, status=status, wall_s=round(time.perf_counter() - start, 2), error=error)
 
 
-def _notebook_html(path: Path) -> str:
-    from nbconvert import HTMLExporter
+def _inline_markdown(text: str) -> str:
+    """Escape ``text`` and keep its **bold** and `code` (enough for a notebook's question line)."""
+    out = html.escape(" ".join(text.split()))
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
 
-    body, _ = HTMLExporter(template_name="lab").from_filename(str(path))
-    return body
+
+def summarize_notebook(path: str | os.PathLike) -> dict:
+    """What the report shows of an executed notebook: title, question, plots (PNG) and failures.
+
+    Each plot is returned with the heading of the section it appears in, as its caption.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    title, question, section = Path(path).stem, "", ""
+    plots, errors = [], []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# ") and title == Path(path).stem:
+                    title = line[2:].strip()
+                elif line.startswith("## "):
+                    section = line[3:].strip()
+            if not question and "**The question.**" in cell.source:
+                paragraph = cell.source.split("**The question.**", 1)[1].split("\n\n", 1)[0]
+                question = paragraph.strip()
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors.append(f"{output.get('ename')}: {output.get('evalue')}")
+            png = output.get("data", {}).get("image/png") if "data" in output else None
+            if png:
+                plots.append({"png": "".join(png.split()), "caption": section})
+    return {"title": title, "question": question, "plots": plots, "errors": errors}
 
 
 def _fmt(value) -> str:
@@ -73,58 +106,109 @@ def _fmt(value) -> str:
     return html.escape(str(value))
 
 
-def build_html(runs: list[dict], results: dict[str, dict], executed: dict[str, Path], profile: str) -> str:
-    """The report page: summary table, machine card, reference results, executed notebooks."""
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:auto;padding:1em 1.5em;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;
+vertical-align:top}th{background:#f4f4f4}.ok{color:#1b7837}.failed{color:#b2182b;font-weight:bold}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-size:90%}
+section{border-top:2px solid #ddd;margin-top:2em}.meta{color:#555}code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+def build_html(
+    runs: list[dict],
+    results: dict[str, dict],
+    executed: dict[str, Path],
+    profile: str,
+    reference_root: str | os.PathLike | None = None,
+) -> str:
+    """The report page, one self-contained file: no script, no stylesheet or image fetched from anywhere.
+
+    A summary table, the machine card, then one section per notebook: its question, status, wall
+    time and profile, its recorded results beside any reference GPU's, and its plots (embedded).
+    """
     cards = [r["card"] for r in results.values() if r.get("card")]
-    rows = []
+    summaries = {n: summarize_notebook(p) for n, p in executed.items() if p and Path(p).exists()}
+    rows, sections = [], []
     for run in runs:
         name = run["notebook"]
-        summary = results.get(name, {}).get("summary", {})
-        headline = "<br>".join(f"{html.escape(k)}: {_fmt(v)}" for k, v in summary.items()) or "—"
-        status = run["status"] if not run.get("error") else f"{run['status']}: {html.escape(run['error'])}"
+        info = summaries.get(name, {"title": name, "question": "", "plots": [], "errors": []})
+        status = f"<span class='{run['status']}'>{html.escape(run['status'])}</span>"
         rows.append(
             f"<tr><td><a href='#{name}'>{html.escape(name)}</a></td><td>{status}</td>"
-            f"<td>{run['wall_s']:.1f}</td><td>{headline}</td></tr>"
+            f"<td>{run['wall_s']:.1f}</td><td>{_inline_markdown(info['question'])}</td></tr>"
+        )
+        local = results.get(name, {})
+        refs = load_reference(name, reference_root)
+        headline = local.get("summary", {})
+        keys = list(headline) + [k for ref in refs for k in ref.get("summary", {}) if k not in headline]
+        if keys:
+            head = "<th>result</th><th>this machine</th>" + "".join(
+                f"<th>reference: {html.escape(card_line(ref['card']))}</th>" for ref in refs
+            )
+            body = "".join(
+                f"<tr><td>{html.escape(k)}</td><td>{_fmt(headline.get(k, '—'))}</td>"
+                + "".join(f"<td>{_fmt(ref.get('summary', {}).get(k, '—'))}</td>" for ref in refs)
+                + "</tr>"
+                for k in keys
+            )
+            table = f"<table><tr>{head}</tr>{body}</table>"
+        else:
+            table = "<p>No results recorded.</p>"
+        if not refs:
+            table += "<p class='meta'>No reference GPU results are recorded for this notebook yet.</p>"
+        failure = ""
+        if run.get("error") or info["errors"]:
+            failure = "<p class='failed'>" + html.escape("; ".join(info["errors"] or [run["error"]])) + "</p>"
+        figures = "".join(
+            f"<figure><img alt='{html.escape(p['caption'] or 'plot')}' src='data:image/png;base64,{p['png']}'>"
+            f"<figcaption>{html.escape(p['caption'])}</figcaption></figure>"
+            for p in info["plots"]
+        )
+        card = local.get("card")
+        sections.append(
+            f"<section id='{name}'><h2>{html.escape(info['title'])}</h2>"
+            f"<p>{_inline_markdown(info['question'])}</p>"
+            f"<p class='meta'>{status} in {run['wall_s']:.1f} s, profile {html.escape(profile)}"
+            + (f"; {html.escape(card_line(card))}" if card else "")
+            + f"</p>{failure}<h3>Results</h3>{table}"
+            + (f"<h3>Plots</h3>{figures}" if figures else "")
+            + "</section>"
         )
     card_rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{_fmt(v)}</td></tr>"
         for k, v in (cards[0] if cards else {}).items()
         if v not in (None, "", [])
     )
-    refs = []
-    for run in runs:
-        for ref in load_reference(run["notebook"]):
-            items = "".join(f"<li>{html.escape(k)}: {_fmt(v)}</li>" for k, v in ref.get("summary", {}).items())
-            refs.append(
-                f"<h3>{html.escape(run['notebook'])} — {html.escape(card_line(ref['card']))}</h3><ul>{items}</ul>"
-            )
-    sections = []
-    for run in runs:
-        path = executed.get(run["notebook"])
-        if path and path.exists():
-            doc = html.escape(_notebook_html(path), quote=True)
-            sections.append(
-                f"<h2 id='{run['notebook']}'>{html.escape(run['notebook'])}</h2>"
-                f"<iframe srcdoc=\"{doc}\" style='width:100%;height:80vh;border:1px solid #ccc'></iframe>"
-            )
+    ok = len([r for r in runs if r["status"] == "ok"])
+    total = sum(r["wall_s"] for r in runs)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>AI Workload Lab report</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}</style>
+<style>{_STYLE}</style>
 </head><body>
 <h1>AI Workload Lab report</h1>
-<p>Profile <b>{html.escape(profile)}</b>; {len([r for r in runs if r["status"] == "ok"])} of {len(runs)} notebooks ran.</p>
+<p>Profile <b>{html.escape(profile)}</b>: {ok} of {len(runs)} notebooks ran, in {total:.0f} s of wall time.
+Every number below was measured on the machine in the card, on this run; reference results are labelled with
+the GPU and software they came from.</p>
 <h2>Summary</h2>
-<table><tr><th>notebook</th><th>status</th><th>wall (s)</th><th>recorded results</th></tr>{"".join(rows)}</table>
+<table><tr><th>notebook</th><th>status</th><th>wall (s)</th><th>the question</th></tr>{"".join(rows)}</table>
 <h2>Machine card</h2><table>{card_rows or "<tr><td>no results recorded</td></tr>"}</table>
-<h2>Reference results from datacenter GPUs</h2>{"".join(refs) or "<p>None recorded yet.</p>"}
 {"".join(sections)}
 </body></html>
 """
 
 
-def main(notebooks_dir: str = "notebooks", build_dir: str = "build", profile: str = "quick", only=None) -> int:
-    """Run the notebooks, write ``build/report.html`` and ``build/runs.json``; 0 if all ran."""
+def main(
+    notebooks_dir: str = "notebooks",
+    build_dir: str = "build",
+    profile: str = "quick",
+    only=None,
+    reference_root: str | os.PathLike | None = None,
+) -> int:
+    """Run the notebooks, write ``build/report.html`` and ``build/runs.json``; 0 if all ran.
+
+    Reference results are read from ``<reference_root>/results/reference/`` (default: this checkout).
+    """
     from .profiles import resolve_profile
 
     profile = resolve_profile(profile)
@@ -150,6 +234,6 @@ def main(notebooks_dir: str = "notebooks", build_dir: str = "build", profile: st
         if f.exists():
             results[run["notebook"]] = json.loads(f.read_text())
     write_json_atomic(build / "runs.json", runs)
-    report = write_text_atomic(build / "report.html", build_html(runs, results, executed, profile))
+    report = write_text_atomic(build / "report.html", build_html(runs, results, executed, profile, reference_root))
     print(f"report: wrote {report}")
     return 0 if all(r["status"] == "ok" for r in runs) else 1

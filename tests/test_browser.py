@@ -166,7 +166,7 @@ def _pgid(pid: int) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def browser():
     chromium = _chromium()
     if chromium is None:
         message = "Chromium not found (Debian: apt-get install chromium; or set LABKIT_CHROMIUM)"
@@ -175,16 +175,22 @@ def lab(tmp_path_factory):
         pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        chrome = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield chrome
+        finally:
+            chrome.close()
+
+
+@pytest.fixture(scope="module")
+def lab(browser, tmp_path_factory):
     home_before = set(os.listdir(Path.home()))
     server = LabServer(tmp_path_factory.mktemp("lab"))
     try:
         server.start()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
-            try:
-                yield server, browser
-            finally:
-                browser.close()
+        yield server, browser
     finally:
         server.stop()
         leftover = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == server.proc.pid] if server.proc else []
@@ -330,3 +336,24 @@ def test_the_browser_check_fails_when_a_cell_raises(lab):
         page.close()
     assert [(e["cell"], e["ename"]) for e in state["errors"]] == [(1, "RuntimeError")]
     assert state["executed"] == 2, "execution should stop at the failing cell"
+
+
+def test_the_report_renders_offline_with_its_plots(browser, tmp_path):
+    from test_report import make_report
+
+    make_report(tmp_path)
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        page.goto((tmp_path / "build" / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        images = page.evaluate("() => Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+        page.screenshot(path=ARTIFACTS / "report.png", full_page=True)
+        text = page.inner_text("body")
+    finally:
+        page.close()
+    assert images and all(w > 100 for w in images), f"report images did not render: widths {images}"
+    fetched = [u for u in requests if not u.startswith("data:")]
+    assert fetched == [(tmp_path / "build" / "report.html").as_uri()], f"the report fetched more: {fetched}"
+    assert "00 · Good" in text and "01 · Bad" in text and "RuntimeError: deliberate failure" in text

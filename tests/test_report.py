@@ -1,41 +1,79 @@
 import json
+import re
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from labkit import report
 
 GOOD = """import labkit
+import matplotlib.pyplot as plt
 log = labkit.ResultLog("00_good", labkit.machine_card("cpu", profile=labkit.resolve_profile(PROFILE)))
 log.headline(answer=42)
-log.save()"""
+log.save()
+fig, ax = plt.subplots(figsize=(4, 3))
+ax.plot([1, 2, 3], [1, 4, 9])
+ax.set(xlabel="size (items)", ylabel="time (s)")
+plt.show()"""
 
 
-def _notebook(path, body):
+def _notebook(path, body, title="A notebook"):
     params = new_code_cell('PROFILE = "auto"')
     params.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[params, new_code_cell(body)])
+    intro = new_markdown_cell(f"# {title}\n\n**The question.** Why is `x` so **slow**?\n\n**Time:** 1 s.")
+    section = new_markdown_cell("## 1 · The measurement")
+    nb = new_notebook(cells=[intro, params, section, new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
 
 
-def test_report_runs_every_notebook_and_reports_failures(tmp_path):
+def make_report(tmp_path, with_reference=True):
+    """Two notebooks (one with a plot, one failing) and a reference GPU result for the first."""
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
-    _notebook(nbdir / "00_good.ipynb", GOOD)
-    _notebook(nbdir / "01_bad.ipynb", "raise RuntimeError('deliberate failure')")
-    code = report.main(str(nbdir), str(tmp_path / "build"), profile="quick")
+    _notebook(nbdir / "00_good.ipynb", GOOD, title="00 · Good")
+    _notebook(nbdir / "01_bad.ipynb", "raise RuntimeError('deliberate failure')", title="01 · Bad")
+    if with_reference:
+        ref = tmp_path / "ref" / "results" / "reference" / "h200"
+        ref.mkdir(parents=True)
+        card = {"device_name": "NVIDIA H200", "torch": "2.14.1", "cuda": "13.0", "torch_threads": 16}
+        (ref / "00_good.json").write_text(json.dumps({"card": card, "summary": {"answer": 41.5}}))
+    code = report.main(str(nbdir), str(tmp_path / "build"), profile="quick", reference_root=tmp_path / "ref")
+    return code, tmp_path / "build"
+
+
+def test_report_runs_every_notebook_reports_failures_and_is_one_self_contained_file(tmp_path):
+    code, build = make_report(tmp_path)
     assert code == 1  # one notebook failed
 
-    runs = json.loads((tmp_path / "build" / "runs.json").read_text())
+    runs = json.loads((build / "runs.json").read_text())
     assert [(r["notebook"], r["status"]) for r in runs] == [("00_good", "ok"), ("01_bad", "failed")]
     assert "deliberate failure" in runs[1]["error"]
 
+    page = (build / "report.html").read_text()
+    assert "<td>answer</td><td>42</td><td>41.5</td>" in page  # local result beside the reference GPU's
+    assert "reference: NVIDIA H200, torch 2.14.1, CUDA 13.0" in page
+    assert "Why is <code>x</code> so <b>slow</b>?" in page  # the question, from the notebook
+    assert "RuntimeError: deliberate failure" in page and "Machine card" in page
+    assert page.count("<section id=") == 2 and "<h2>00 · Good</h2>" in page
+    # One plot, embedded, captioned with its section; nothing is fetched from anywhere.
+    images = re.findall(r"<img [^>]*src='([^']*)'", page)
+    assert len(images) == 1 and images[0].startswith("data:image/png;base64,")
+    assert "<figcaption>1 · The measurement</figcaption>" in page
+    assert not re.search(r"<(script|link|iframe)\b", page)
+    assert not re.search(r"(src|href)=['\"](https?:)?//", page)
+    executed = nbformat.read(build / "notebooks" / "00_good.ipynb", as_version=4)
+    assert executed.cells[2].metadata.get("tags") == ["injected-parameters"]
+
+
+def test_without_reference_results_the_report_says_so(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _notebook(nbdir / "00_good.ipynb", GOOD)
+    assert report.main(str(nbdir), str(tmp_path / "build"), reference_root=tmp_path) == 0
     page = (tmp_path / "build" / "report.html").read_text()
-    assert "answer: 42" in page  # the headline from the notebook's ResultLog
-    assert "failed" in page and "Machine card" in page and "<iframe srcdoc=" in page
-    executed = nbformat.read(tmp_path / "build" / "notebooks" / "00_good.ipynb", as_version=4)
-    assert executed.cells[1].metadata.get("tags") == ["injected-parameters"]
+    assert "No reference GPU results are recorded for this notebook yet." in page
+    assert "<td>answer</td><td>42</td></tr>" in page
 
 
 def test_no_notebooks_is_an_error(tmp_path, capsys):
