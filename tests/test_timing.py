@@ -71,14 +71,18 @@ def test_bad_arguments():
 
 
 def test_noisy_measurement_warns():
+    # Calls alternate between 50 ms and 150 ms. Each call is long enough that the timer puts one call
+    # in each block (a 10-call block would average the alternation away), so the blocks' spread is
+    # about 100% of the median however busy the machine is.
     state = {"k": 0}
 
-    def slower_every_call():  # a deliberately drifting workload: spread far above 10%
+    def alternating():
         state["k"] += 1
-        time.sleep(0.0005 * state["k"])
+        time.sleep(0.05 if state["k"] % 2 else 0.15)
 
     with pytest.warns(timing.NoisyMeasurementWarning, match="IQR is"):
-        rec = timing.measure(slower_every_call, min_run_s=0.05, max_run_s=0.5, warmup=0)
+        rec = timing.measure(alternating, min_run_s=0.05, max_run_s=0.6, warmup=0)
+    assert rec.calls_per_block == 1
     assert rec.noisy and rec.warning
 
 
