@@ -102,7 +102,19 @@ def _cpu_model() -> str:
 
 def cpu_features() -> list[str]:
     """The CPU's vector and matrix extensions that matter for low-precision maths (Linux only)."""
-    interesting = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "asimd", "sve")
+    interesting = (
+        "avx2",
+        "fma",
+        "avx_vnni",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "avx512_fp16",
+        "amx_bf16",
+        "amx_int8",
+        "asimd",
+        "sve",
+    )
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

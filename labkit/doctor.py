@@ -7,6 +7,8 @@ a message saying what is wrong and how to fix it when the set-up is broken.
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 import sys
 
 REQUIRED = {
@@ -71,6 +73,14 @@ def check_device(name: str | None):
     return device
 
 
+def find_cpp_compiler() -> str | None:
+    """The C++ compiler torch.compile's CPU backend (inductor) would use: ``$CXX``, else g++, c++ or clang++."""
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
 def run(device_name: str | None = None, ceilings: bool = True, out=sys.stdout) -> int:
     """Run every check, print the card and ceilings; return the exit code (0 = ready)."""
     try:
@@ -100,5 +110,12 @@ def run(device_name: str | None = None, ceilings: bool = True, out=sys.stdout) -
             print(f"  {c.name:20s} {c.value / 1e9:10.1f} GFLOP/s  ({c.size})", file=out)
         bw = measure_copy_bandwidth(device, mib=256 if device.type == "cuda" else 64, min_run_s=0.1)
         print(f"  {bw.name:20s} {bw.value / 1e9:10.1f} GB/s     ({bw.size}, read + write)", file=out)
+    if device.type == "cpu" and find_cpp_compiler() is None:
+        print(
+            "labkit doctor: NOTE: no C++ compiler found. torch.compile on a CPU needs one, so notebook 08's compile "
+            "section will fail; everything else runs. Fix: Debian/Ubuntu `apt install g++`, macOS "
+            "`xcode-select --install`, conda `conda install cxx-compiler`, or set CXX.",
+            file=out,
+        )
     print(f"labkit doctor: OK, ready to run the notebooks on {device}", file=out)
     return 0
