@@ -1,21 +1,128 @@
 """One plotting style for the whole suite, and the progress bar used by every sweep.
 
 Small figures, log axes for sweeps, every axis labelled with its unit, and the Okabe–Ito palette
-(distinguishable with the common forms of colour blindness).
+(distinguishable with the common forms of colour blindness). :func:`audit_figure` checks a figure
+against these rules; with ``LABKIT_AUDIT_PLOTS=1`` (set by ``make test``) every ``plt.show()``
+checks the figures it shows and raises :class:`PlotStyleError` on a breach, so a notebook that
+draws an unlabelled axis fails its test.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from collections.abc import Iterable, Sequence
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+from matplotlib.category import StrCategoryConverter
+from matplotlib.colors import to_rgba
 from matplotlib.ticker import NullFormatter
 from tqdm.auto import tqdm
 
 from .ceilings import Roofline
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
+AUDIT_ENV = "LABKIT_AUDIT_PLOTS"
+MAX_WIDTH_IN = 11.0  # JupyterLab's notebook column is about 1100 px wide; wider figures are shrunk, text with them
+MIN_FONT_PT = 7.0
+_UNIT = re.compile(r"\([^()]*\S[^()]*\)|\[[^\[\]]*\S[^\[\]]*\]")  # "(ms)", "[GB/s]"
+
+
+class PlotStyleError(AssertionError):
+    """A figure breaks the suite's plotting rules; the message lists each breach."""
+
+
+def _allowed_colour(rgba) -> bool:
+    r, g, b, a = rgba
+    if a == 0 or (abs(r - g) < 0.02 and abs(g - b) < 0.02):  # invisible, or a grey (black and white included)
+        return True
+    return any(max(abs(x - y) for x, y in zip(rgba[:3], to_rgba(c)[:3], strict=True)) < 0.02 for c in OKABE_ITO)
+
+
+def _colours(artist) -> list:
+    if isinstance(artist, mpl.lines.Line2D):
+        return [to_rgba(artist.get_color())]
+    if isinstance(artist, mpl.collections.Collection):
+        if artist.get_array() is not None:  # coloured by a colormap: checked by name below
+            return []
+        return [tuple(c) for c in artist.get_facecolor()] + [tuple(c) for c in artist.get_edgecolor()]
+    if isinstance(artist, mpl.patches.Patch):
+        return [artist.get_facecolor()]
+    return []
+
+
+def audit_figure(fig: mpl.figure.Figure) -> list[str]:
+    """The ways ``fig`` breaks the suite's rules (an empty list if none).
+
+    Every axis with numeric ticks has a label naming its unit, in parentheses or brackets ("time (ms)",
+    "batch size (samples)"); an axis of category names, an axis without ticks and an axis sharing its
+    neighbour's label are exempt. Colours come from the Okabe–Ito palette or are greys; colormaps are
+    perceptually uniform (viridis, cividis, ...). The figure is at most 11 inches wide and no text is
+    smaller than 7 points, so it reads at the notebook's default width.
+    """
+    problems = []
+    width = fig.get_size_inches()[0]
+    name = (fig.get_suptitle() if hasattr(fig, "get_suptitle") else "") or f"figure {fig.number}"
+    if width > MAX_WIDTH_IN:
+        problems.append(f"{name}: {width:.1f} in wide; at most {MAX_WIDTH_IN:g} in reads at the notebook's width")
+    for text in fig.findobj(mpl.text.Text):
+        if text.get_visible() and text.get_text().strip() and text.get_fontsize() < MIN_FONT_PT:
+            problems.append(f"{name}: text {text.get_text()!r} is {text.get_fontsize():g} pt, below {MIN_FONT_PT:g}")
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.has_data():
+            continue
+        where = f"{name}, axes {ax.get_title() or fig.axes.index(ax)!r}"
+        for axis, shared in ((ax.xaxis, ax.get_shared_x_axes()), (ax.yaxis, ax.get_shared_y_axes())):
+            if isinstance(axis.get_converter(), StrCategoryConverter) or len(axis.get_ticklocs()) == 0:
+                continue
+            label = axis.get_label_text()
+            if not label.strip():
+                siblings = [s for s in shared.get_siblings(ax) if s is not ax]
+                if any((s.xaxis if axis is ax.xaxis else s.yaxis).get_label_text() for s in siblings):
+                    continue
+                problems.append(f"{where}: the {axis.axis_name} axis has no label")
+            elif not _UNIT.search(label):
+                problems.append(f"{where}: the {axis.axis_name} axis label {label!r} names no unit, e.g. 'time (ms)'")
+        for artist in ax.get_children():
+            if isinstance(artist, mpl.collections.Collection) and artist.get_array() is not None:
+                cmap = artist.get_cmap().name
+                if cmap not in ("viridis", "cividis", "magma", "inferno", "plasma", "Greys", "gray"):
+                    problems.append(f"{where}: colormap {cmap!r} is not perceptually uniform; use viridis or cividis")
+            for rgba in _colours(artist):
+                if not _allowed_colour(rgba):
+                    problems.append(f"{where}: colour {mpl.colors.to_hex(rgba)} is not in the Okabe–Ito palette")
+                    break
+    return list(dict.fromkeys(problems))
+
+
+def _audited_show(original):
+    def show(*args, **kwargs):
+        problems = [p for num in plt.get_fignums() for p in audit_figure(plt.figure(num))]
+        if problems:
+            message = "this figure breaks the suite's plotting rules:\n  " + "\n  ".join(problems)
+            if os.environ.get(AUDIT_ENV, "").strip() == "warn":
+                print(f"labkit: {message}", file=sys.stderr)
+            else:
+                raise PlotStyleError(message)
+        return original(*args, **kwargs)
+
+    show.labkit_audited = True
+    return show
+
+
+def install_audit() -> None:
+    """Make ``plt.show()`` audit every open figure first (done on import when ``LABKIT_AUDIT_PLOTS`` is set).
+
+    ``LABKIT_AUDIT_PLOTS=1`` raises :class:`PlotStyleError` on a breach; ``=warn`` prints it instead.
+    """
+    if not getattr(plt.show, "labkit_audited", False):
+        plt.show = _audited_show(plt.show)
+
+
+if os.environ.get(AUDIT_ENV, "").strip() not in ("", "0"):
+    install_audit()
 
 
 def use_style() -> None:
