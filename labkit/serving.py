@@ -116,16 +116,23 @@ class DynamicBatcher:
         with self._lock:
             self.timings = []
 
-    def warmup(self, example: torch.Tensor, repeats: int = 2) -> list[int]:
-        """Run the model ``repeats`` times at every batch size from 1 to ``max_batch``; return the sizes.
+    def warmup(self, example: torch.Tensor, repeats: int = 2, every_size_up_to: int = 64) -> list[int]:
+        """Run the model ``repeats`` times at each batch size the server will meet; return the sizes.
 
         A dynamic batcher meets every batch size sooner or later, and the first call at a new shape
         pays one-off costs (kernel selection, buffer allocation) that would otherwise land in the
         first measurement's tail. Serving systems warm up the same way before taking traffic.
+        Every size up to ``every_size_up_to`` is run; above it only powers of two and ``max_batch``
+        (there the one-off cost is small beside the batch's own work, and warming hundreds of large
+        batches would take minutes).
         """
         if not isinstance(repeats, int) or repeats < 1:
             raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-        sizes = list(range(1, self.max_batch + 1))
+        if not isinstance(every_size_up_to, int) or every_size_up_to < 1:
+            raise ValueError(f"every_size_up_to must be a positive integer, got {every_size_up_to!r}")
+        dense = range(1, min(self.max_batch, every_size_up_to) + 1)
+        powers = (2**k for k in range(self.max_batch.bit_length()) if 2**k <= self.max_batch)
+        sizes = sorted({*dense, *powers, self.max_batch})
         for size in sizes:
             x = torch.stack([example] * size)
             if self.device is not None:
@@ -413,6 +420,11 @@ def find_max_rate(
     (achieved at least 90% of the offered rate); a rate counts as failed only if a second trial at it
     fails too. MLPerf runs each trial for minutes; here each is ``n`` requests, so a p99 rests on a
     handful of requests: a quick estimate, not a certified one.
+
+    Latency is not always lowest at the lowest load: between sparse requests a machine's threads and
+    cores go to sleep and take a while to wake, and a batching server makes a lone request wait for
+    company. So if ``low`` fails, three higher rates on the way to ``high`` are tried before giving up,
+    and the bisection starts from the first that meets the bound.
     """
     if not 0 < low < high:
         raise ValueError(f"need 0 < low < high, got low={low}, high={high}")
@@ -426,10 +438,12 @@ def find_max_rate(
     def meets(rate: float) -> bool:
         return one_trial(rate) or one_trial(rate)  # a failure must repeat: one stall of the machine is not a verdict
 
-    if not meets(low):
+    for lo in (low * (high / low) ** (k / 4) for k in range(4)):  # low, then three rates on the way to high
+        if meets(lo):
+            break
+    else:
         return RateSearch(None, None, p99_bound_ms, trials)
-    best = trials[-1]  # the trial that met the bound
-    lo, hi = low, high
+    best, hi = trials[-1], high  # the trial that met the bound
     for _ in range(steps):
         mid = (lo * hi) ** 0.5
         if meets(mid):

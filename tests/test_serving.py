@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import psutil
@@ -50,6 +51,10 @@ def test_warmup_runs_every_batch_size_once_per_repeat_and_records_no_timings():
     assert server.timings == []
     with pytest.raises(ValueError, match="repeats must be a positive integer"):
         server.warmup(make_input(0), repeats=0)
+    seen.clear()
+    big = serving.DynamicBatcher(model, max_batch=100, max_wait_ms=1)
+    assert big.warmup(make_input(0), repeats=1, every_size_up_to=3) == [1, 2, 3, 4, 8, 16, 32, 64, 100]
+    assert seen == [1, 2, 3, 4, 8, 16, 32, 64, 100]
 
 
 def test_a_lone_request_waits_at_most_max_wait():
@@ -114,6 +119,23 @@ def test_find_max_rate_brackets_a_server_with_a_known_capacity():
     search = serving.find_max_rate(server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3)
     assert search.best_rate is not None and search.best.p99_ms <= 30
     assert search.best_rate < 500, "no bound lets one-at-a-time service exceed its capacity"
+
+
+def test_find_max_rate_climbs_past_a_slow_start_at_low_load(monkeypatch):
+    # A server whose tail is bad at low load (idle threads wake slowly), meets the bound from 300/s,
+    # and cannot keep up beyond 1000/s; trials are faked so the search's logic is checked exactly.
+    def fake_poisson(server, make_input, rate, n, seed=0):
+        p99 = 25.0 if rate < 300 else 5.0
+        return SimpleNamespace(offered_rate=rate, p99_ms=p99, throughput=min(rate, 1000.0))
+
+    monkeypatch.setattr(serving, "poisson", fake_poisson)
+    server = serving.DynamicBatcher(doubler)
+    search = serving.find_max_rate(server, make_input, p99_bound_ms=10, low=100, high=10_000, n=10, steps=8)
+    rates = [t.offered_rate for t in search.trials]
+    assert rates[:3] == pytest.approx([100, 100, 316.23], rel=1e-4)  # 100/s failed twice; the next rate up met
+    assert 950 < search.best_rate <= 1000 / 0.9 and search.best.p99_ms <= 10
+    never = serving.find_max_rate(server, make_input, p99_bound_ms=1, low=100, high=10_000, n=10)
+    assert never.best_rate is None and len(never.trials) == 8  # four rates, each tried twice
 
 
 def test_bad_settings_are_refused_with_what_is_allowed():
