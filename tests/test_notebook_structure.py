@@ -68,3 +68,40 @@ def test_only_checked_cells_store_outputs(path):
         checked = cell.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
         assert bool(cell.outputs) == checked, cell.source[:60]
         assert all(o.output_type != "error" for o in cell.outputs)
+
+
+def _goals(nb) -> list[str]:
+    """The bullets under **You will be able to** in the opening cell, whitespace normalised."""
+    found = re.search(r"\*\*You will be able to\*\*\n((?:- .*\n?(?:  .*\n?)*)+)", nb.cells[0].source)
+    return [" ".join(item.split()) for item in re.split(r"\n- ", "\n" + found.group(1).strip())[1:]] if found else []
+
+
+def test_the_readme_map_and_the_instructor_guide_cover_every_notebook(root):
+    readme = (root / "README.md").read_text()
+    guide = (root / "docs" / "instructor.md").read_text()
+    flat_guide = " ".join(guide.split())
+    assert "docs/instructor.md" in readme
+    for path in NOTEBOOKS:
+        goals = _goals(_load(path))
+        assert len(goals) >= 3, f"{path.name}: the opening cell needs a 'You will be able to' list"
+        for goal in goals:  # the guide repeats the goals word for word, so it cannot drift from the notebooks
+            assert goal in flat_guide, f"docs/instructor.md lacks {path.stem}'s goal: {goal!r}"
+        number = path.stem[:2]
+        assert re.search(rf"^\| {number} \| `{path.stem}` \|", readme, re.MULTILINE), (
+            f"README map: no row for {path.stem}"
+        )
+        assert re.search(rf"^\| {number} \| `{path.stem}` \| \d", guide, re.MULTILINE), (
+            f"guide: no times for {path.stem}"
+        )
+
+
+def test_the_readme_has_a_binder_badge_opening_notebook_00(root):
+    readme = (root / "README.md").read_text()
+    badge = re.search(
+        r"\[!\[[^\]]*\]\((https://mybinder\.org/badge_logo\.svg)\)\]\((https://mybinder\.org/v2/[^)]+)\)", readme
+    )
+    assert badge, (
+        "README: no Binder badge ([![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/...))"
+    )
+    assert badge.group(2).endswith("?labpath=notebooks%2F00_start_here.ipynb")
+    assert (root / "binder" / "environment.yml").exists() and (root / "binder" / "postBuild").exists()
