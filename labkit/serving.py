@@ -131,7 +131,7 @@ class DynamicBatcher:
         if not isinstance(every_size_up_to, int) or every_size_up_to < 1:
             raise ValueError(f"every_size_up_to must be a positive integer, got {every_size_up_to!r}")
         dense = range(1, min(self.max_batch, every_size_up_to) + 1)
-        powers = (2**k for k in range(self.max_batch.bit_length()) if 2**k <= self.max_batch)
+        powers = (2**k for k in range(self.max_batch.bit_length()))  # 1, 2, 4, ... up to max_batch
         sizes = sorted({*dense, *powers, self.max_batch})
         for size in sizes:
             x = torch.stack([example] * size)
