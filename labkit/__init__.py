@@ -14,6 +14,7 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 # no CUDA runtime; that is expected here and only confuses a learner.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
+from . import claims  # noqa: E402
 from .allocator import keep_freed_memory  # noqa: E402
 
 keep_freed_memory()  # before the first tensor is allocated: steadier CPU timings (see labkit.allocator)
@@ -60,6 +61,7 @@ use_style()
 
 __all__ = [
     "DoesNotFitError",
+    "claims",
     "MeasurementError",
     "MemoryRecord",
     "ResultLog",

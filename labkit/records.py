@@ -157,6 +157,7 @@ class ResultLog:
         self.card = card
         self.results: dict[str, dict] = {}
         self.summary: dict[str, object] = {}
+        self.claims: list[dict] = []
 
     def add(self, name: str, record=None, **values) -> dict:
         """Store one result under ``name``: a record (timing, memory, ...) and/or plain values."""
@@ -171,8 +172,16 @@ class ResultLog:
         """Key numbers shown in the report's summary table (short names, units in the name)."""
         self.summary.update(to_jsonable(values))
 
+    def add_claim(self, claim) -> None:
+        """Record a decided timing claim (:class:`labkit.claims.Claim`); the report lists each verdict."""
+        entry = to_jsonable(claim.to_dict())
+        entry.pop("samples", None)  # the per-round samples stay in the notebook; the verdict travels
+        self.claims.append(entry)
+
     def to_dict(self) -> dict:
-        return dict(notebook=self.notebook, card=self.card, summary=self.summary, results=self.results)
+        return dict(
+            notebook=self.notebook, card=self.card, summary=self.summary, results=self.results, claims=self.claims
+        )
 
     def save(self, directory: str | os.PathLike | None = None) -> Path:
         directory = Path(directory) if directory is not None else results_dir()

@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+from .claims import CLAIMS_ENV
 from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic, write_text_atomic
 from .widgets import HEADLESS_ENV
 
@@ -35,8 +36,9 @@ def run_notebook(
 
     notebook, output = Path(notebook), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    env_before = {name: os.environ.get(name) for name in (RESULTS_ENV, HEADLESS_ENV)}
+    env_before = {name: os.environ.get(name) for name in (RESULTS_ENV, HEADLESS_ENV, CLAIMS_ENV)}
     os.environ[HEADLESS_ENV] = "1"  # the kernel inherits it: labkit.interact runs without widgets
+    os.environ[CLAIMS_ENV] = "strict"  # a contradicted timing claim fails the notebook (labkit.claims)
     if results_dir is not None:
         os.environ[RESULTS_ENV] = str(Path(results_dir).resolve())
     start = time.perf_counter()

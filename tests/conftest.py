@@ -9,6 +9,7 @@ import pytest  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 _WALL_TIMES: dict[str, float] = {}
+_CLAIMS: list[dict] = []
 
 
 @pytest.fixture
@@ -22,8 +23,19 @@ def wall_times() -> dict[str, float]:
     return _WALL_TIMES
 
 
+@pytest.fixture
+def run_claims() -> list[dict]:
+    """Every timing claim decided by the notebooks run in this session (labkit.claims verdicts)."""
+    return _CLAIMS
+
+
 def pytest_terminal_summary(terminalreporter):
     if _WALL_TIMES:
         terminalreporter.section("notebook wall times (papermill, quick profile)")
         for name, seconds in _WALL_TIMES.items():
             terminalreporter.write_line(f"{name}: {seconds:.1f} s")
+    if _CLAIMS:
+        terminalreporter.section("timing claims (labkit.claims)")
+        for verdict in ("holds", "undecided", "contradicted"):
+            count = sum(c["verdict"] == verdict for c in _CLAIMS)
+            terminalreporter.write_line(f"{verdict}: {count}")

@@ -43,6 +43,7 @@ def store_ports(monkeypatch):
     return ports
 
 
+@pytest.mark.processes
 def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
     results = dist.launch(dist.allreduce_check, 2, 4096, backend="gloo", timeout_s=60)
     assert [r["rank"] for r in results] == [0, 1]
@@ -50,6 +51,7 @@ def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
     assert _port_is_free(store_ports[0]), "the rendezvous port is released after the run"
 
 
+@pytest.mark.processes
 def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
     rows = dist.launch(dist.allreduce_benchmark, 2, [4096, 1 << 20], backend="gloo", timeout_s=60)
     for rank_rows in rows:
@@ -61,6 +63,7 @@ def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
     assert rows[0][1]["seconds"] == rows[1][1]["seconds"], "every rank reports the slowest rank's time"
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "mode, expected",
     [("raise", r"rank 1 of 2 exited with code 1 .*RuntimeError: rank 1 failed on purpose"), ("kill", "SIGKILL")],
@@ -73,6 +76,7 @@ def test_a_failing_worker_ends_the_run_quickly_and_cleanly(mode, expected, no_le
     assert _port_is_free(store_ports[0])
 
 
+@pytest.mark.processes
 def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftovers, store_ports):
     # Rank 1 never reaches the all-reduce rank 0 waits in; rank 0's collective times out and the run ends.
     assert dist.DEFAULT_COLLECTIVE_TIMEOUT_S <= 25, "with the defaults, a hang must end the run within 30 s"
@@ -83,6 +87,7 @@ def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftover
     assert _port_is_free(store_ports[0])
 
 
+@pytest.mark.processes
 def test_a_run_past_its_deadline_is_stopped(no_leftovers):
     # One rank sleeping outside any collective: only the run's own deadline can catch it.
     start = time.monotonic()
@@ -91,6 +96,7 @@ def test_a_run_past_its_deadline_is_stopped(no_leftovers):
     assert 5 <= time.monotonic() - start < 5 + 10
 
 
+@pytest.mark.processes
 def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
     # An operator (or the OOM killer) kills one worker while the collectives are running.
     outcome = {}
@@ -119,6 +125,7 @@ def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
     assert time.monotonic() - killed_at < 30
 
 
+@pytest.mark.processes
 def test_two_runs_at_once_get_their_own_ports(no_leftovers, store_ports):
     results = {}
 
@@ -189,6 +196,7 @@ def test_scaling_model_efficiency_falls_as_communication_grows():
         dist.predict_data_parallel(2, 1.0, 1.0, link, scaling="diagonal")
 
 
+@pytest.mark.processes
 def test_the_same_worker_runs_under_torchrun(no_leftovers):
     """The standard launcher runs labkit's workers unchanged (env:// rendezvous)."""
     import subprocess

@@ -40,6 +40,7 @@ def test_mismatched_torchvision_is_reported(monkeypatch):
     assert "does not match torch" in out.getvalue() and "make clean lab" in out.getvalue()
 
 
+@pytest.mark.processes
 def test_command_line_exit_codes():
     env = {**os.environ, "LABKIT_DEVICE": "cpu"}
     ok = subprocess.run(

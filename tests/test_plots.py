@@ -61,6 +61,7 @@ def test_a_rainbow_colormap_is_refused():
     assert any("colormap 'jet'" in p for p in plots.audit_figure(fig))
 
 
+@pytest.mark.processes
 def test_the_audit_makes_show_fail_in_a_notebook_process():
     code = (
         "import matplotlib; matplotlib.use('Agg'); import labkit, matplotlib.pyplot as plt\n"

@@ -2,6 +2,7 @@ import json
 import re
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from labkit import report
@@ -42,6 +43,7 @@ def make_report(tmp_path, with_reference=True):
     return code, tmp_path / "build"
 
 
+@pytest.mark.processes
 def test_report_runs_every_notebook_reports_failures_and_is_one_self_contained_file(tmp_path):
     code, build = make_report(tmp_path)
     assert code == 1  # one notebook failed
@@ -66,6 +68,7 @@ def test_report_runs_every_notebook_reports_failures_and_is_one_self_contained_f
     assert executed.cells[2].metadata.get("tags") == ["injected-parameters"]
 
 
+@pytest.mark.processes
 def test_without_reference_results_the_report_says_so(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()

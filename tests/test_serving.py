@@ -109,6 +109,7 @@ def test_poisson_load_is_served_at_the_offered_rate():
     assert result.offered_rate == 500
 
 
+@pytest.mark.processes
 def test_find_max_rate_brackets_a_server_with_a_known_capacity():
     # A model that takes 2 ms per call whatever the batch: with max_batch 1 the capacity is 500/s.
     def slow(x):
@@ -161,6 +162,7 @@ def _post(url, body: bytes, method="POST"):
         return err.code, json.loads(err.read())
 
 
+@pytest.mark.processes
 def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
     server = serving.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
     stop = threading.Event()
@@ -193,6 +195,7 @@ def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
         serving_thread.join(timeout=5)
 
 
+@pytest.mark.processes
 def test_http_load_from_a_second_process_leaves_nothing_behind():
     server = serving.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -205,6 +208,7 @@ def test_http_load_from_a_second_process_leaves_nothing_behind():
     assert not [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.processes
 def test_the_load_generator_is_bounded_in_time_and_refuses_bad_arguments(tmp_path):
     script = Path(serving.__file__).with_name("loadgen.py")
     bad = subprocess.run([sys.executable, str(script), "http://127.0.0.1:9", "--features", "4", "--rate", "0",

@@ -9,6 +9,7 @@ import pytest
 from labkit import sharing
 
 
+@pytest.mark.processes
 def test_background_trainer_reports_progress_obeys_levers_and_leaves_nothing_behind():
     with sharing.BackgroundTrainer(threads=1, max_s=30, d_in=64, hidden=64, batch=32) as trainer:
         pid = trainer.pid
@@ -32,6 +33,7 @@ def test_levers_refuse_bad_values():
         sharing.BackgroundTrainer(threads=0)
 
 
+@pytest.mark.processes
 def test_steps_per_s_needs_a_window_with_progress():
     with sharing.BackgroundTrainer(threads=1, max_s=30, d_in=64, hidden=64, batch=32) as trainer:
         with pytest.raises(RuntimeError, match="too little"):

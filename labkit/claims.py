@@ -1,0 +1,417 @@
+"""Timing claims decided as statistics: **holds**, **contradicted** or **undecided** (every notebook).
+
+A claim such as "a training step costs more than 1.5 forward passes" is a statement about two
+distributions of times on a machine that is never quiet. :func:`compare` decides it the way careful
+benchmark tools do (pyperf and asv compare distributions; timeit's documentation advises the least
+disturbed repeat):
+
+1. **Interleaved rounds.** Each round times every variant once, in a rotating order (A B C, B C A, ...),
+   so a busy spell on the machine hits all variants alike instead of spoiling one.
+2. **A robust statistic per variant**: a low quantile (default the 25th percentile) of its times over the
+   rounds. Interference only ever adds time, so the low end is the undisturbed cost. For quantities where
+   higher is better (requests per second), the high end is used instead (``better="higher"``).
+3. **An interval on the quantity the claim is about** (a ratio, an exponent, a prediction error), by
+   bootstrap over rounds: rounds are resampled whole, so each resample keeps the pairing of variants.
+4. **Sequential**: after ``min_rounds`` the claim is decided after every round; more rounds are taken only
+   while it is undecided, up to ``budget_s`` seconds (and ``max_rounds``).
+5. **Three outcomes**: *holds* (the whole interval is on the claimed side of the margin), *contradicted*
+   (the whole interval is on the wrong side) or *undecided* (the interval straddles the margin: too noisy to
+   tell; the verdict says how noisy, with the spread over rounds and the load average, and what to do).
+
+A learner sees one verdict line and the lesson goes on. With ``LABKIT_CLAIMS=strict`` (set by ``make test``
+and ``make report``) a contradicted claim raises :class:`ClaimContradicted`, which fails the notebook.
+Deterministic facts (parameter counts, FLOPs, bytes) are not claims: notebooks check them with ``assert``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import timeit
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from .device import sync
+
+CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
+HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
+RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval's ends to settle to ~1%
+_OPS = (">", "<", "between")
+
+
+class ClaimContradicted(AssertionError):
+    """A timing claim was measured confidently on the wrong side of its margin (strict mode only)."""
+
+
+def strict() -> bool:
+    """True under ``make test`` / ``make report`` (``LABKIT_CLAIMS=strict``): contradicted claims raise."""
+    value = os.environ.get(CLAIMS_ENV, "").strip().lower()
+    if value not in ("", "strict", "report"):
+        raise ValueError(f"{CLAIMS_ENV} must be 'strict' (contradicted claims raise) or unset, got {value!r}")
+    return value == "strict"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Where the claimed quantity must lie: ``(">", t)``, ``("<", t)`` or ``("between", lo, hi)``."""
+
+    op: str
+    low: float
+    high: float
+
+    @classmethod
+    def parse(cls, spec: Sequence) -> Expectation:
+        if isinstance(spec, Expectation):
+            return spec
+        allowed = "('>', margin), ('<', margin) or ('between', low, high)"
+        if not isinstance(spec, Sequence) or isinstance(spec, str) or not spec or spec[0] not in _OPS:
+            raise ValueError(f"expect must be {allowed}, got {spec!r}")
+        op, *values = spec
+        if len(values) != (2 if op == "between" else 1) or not all(isinstance(v, int | float) for v in values):
+            raise ValueError(f"expect must be {allowed}, got {spec!r}")
+        if op == ">":
+            return cls(op, float(values[0]), math.inf)
+        if op == "<":
+            return cls(op, -math.inf, float(values[0]))
+        if not values[0] < values[1]:
+            raise ValueError(f"expect ('between', low, high) needs low < high, got {spec!r}")
+        return cls(op, float(values[0]), float(values[1]))
+
+    def verdict(self, low: float, high: float) -> str:
+        """Holds if the interval [low, high] lies inside the claimed region, contradicted if wholly outside."""
+        if self.low < low and high < self.high:
+            return HOLDS
+        if high < self.low or low > self.high:
+            return CONTRADICTED
+        return UNDECIDED
+
+    def __str__(self) -> str:
+        if self.op == ">":
+            return f"> {self.low:.3g}"
+        if self.op == "<":
+            return f"< {self.high:.3g}"
+        return f"between {self.low:.3g} and {self.high:.3g}"
+
+
+@dataclass
+class Claim:
+    """A decided claim: what was claimed, the measured quantity with its interval, and the verdict."""
+
+    statement: str
+    expect: str
+    verdict: str
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    rounds: int
+    seconds: float
+    stats: dict[str, float]  # the robust statistic of each variant (seconds per call when timed)
+    spread: dict[str, float]  # IQR / median of each variant over the rounds
+    samples: dict[str, list[float]] = field(repr=False)
+    prediction: str | None = None
+    unit: str = ""
+    threads: int | None = None
+    load_average: float | None = None
+    cpus: int | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != UNDECIDED
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def _value(self, x: float) -> str:
+        return f"{x:.3g}{self.unit}"
+
+    def __str__(self) -> str:
+        mark = {HOLDS: "holds ✓", CONTRADICTED: "CONTRADICTED ✗", UNDECIDED: "undecided ?"}[self.verdict]
+        lines = [f"Claim: {self.statement}"]
+        if self.prediction:
+            lines.append(f"  predicted: {self.prediction}")
+        lines.append(
+            f"  measured:  {self._value(self.estimate)} ({self.confidence:.0%} interval "
+            f"{self._value(self.low)} to {self._value(self.high)}; {self.rounds} interleaved rounds, "
+            f"{self.seconds:.1f} s)"
+        )
+        lines.append(f"  claimed:   {self.expect}  ->  {mark}")
+        if self.verdict == UNDECIDED:
+            spread = ", ".join(f"{name} {s:.0%}" for name, s in self.spread.items())
+            load = f"load average {self.load_average:.2f} on {self.cpus} CPUs" if self.load_average is not None else ""
+            lines.append(
+                f"  too noisy to tell: spread over rounds (IQR/median) {spread}; {load}. "
+                "Close other programs and run this cell again, or give the claim a larger budget_s."
+            )
+        elif self.verdict == CONTRADICTED:
+            lines.append(
+                "  on this machine the measurement is confidently on the wrong side of the claim: "
+                "read the explanation below, and tell us (with your machine card) if it surprises you."
+            )
+        return "\n".join(lines)
+
+
+# Quantities a claim can be about. Each takes the per-variant statistics as a mapping of name -> value,
+# where a value is a float or a NumPy array of bootstrap resamples, and works elementwise on both.
+
+
+def ratio(numerator: str, denominator: str) -> Callable[[Mapping], object]:
+    """The quantity ``stat[numerator] / stat[denominator]`` (e.g. how many times slower A is than B)."""
+    return lambda s: s[numerator] / s[denominator]
+
+
+def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
+    """The power-law exponent k of stat ≈ c · size^k, fitted by least squares on log–log axes.
+
+    ``sizes`` maps each variant's name to its size (items, parameters, sequence length).
+    """
+    names = list(sizes)
+    if len(set(sizes.values())) < 2 or any(v <= 0 for v in sizes.values()):
+        raise ValueError(f"an exponent needs at least two different positive sizes, got {dict(sizes)}")
+    lx = np.log(np.asarray([sizes[n] for n in names], dtype=float))
+    centred = lx - lx.mean()
+
+    def fit(s: Mapping) -> object:
+        ly = np.log(np.stack([np.asarray(s[n], dtype=float) for n in names], axis=-1))  # (..., sizes)
+        return (ly * centred).sum(axis=-1) / (centred**2).sum()
+
+    return fit
+
+
+def _timed_sampler(fn: Callable, device: torch.device | None, block_s: float, warmup: int) -> Callable[[], float]:
+    """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    start = timeit.default_timer()
+    fn()
+    sync(device)
+    one = max(timeit.default_timer() - start, 1e-7)
+    calls = max(1, min(10_000, math.ceil(block_s / one)))
+
+    def block() -> float:
+        sync(device)
+        start = timeit.default_timer()
+        for _ in range(calls):
+            fn()
+        sync(device)
+        return (timeit.default_timer() - start) / calls
+
+    return block
+
+
+def _statistic(samples: np.ndarray, quantile: float, higher: np.ndarray, axis: int) -> np.ndarray:
+    """Per variant: the ``quantile`` of lower-is-better samples, the 1 − ``quantile`` of higher-is-better."""
+    low = np.quantile(samples, quantile, axis=axis)
+    high = np.quantile(samples, 1.0 - quantile, axis=axis)
+    return np.where(higher, high, low)
+
+
+def decide(
+    samples: Mapping[str, Sequence[float]],
+    quantity: Callable[[Mapping], object],
+    expect: Sequence,
+    *,
+    better: str | Mapping[str, str] = "lower",
+    quantile: float = 0.25,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[str, float, float, float, dict[str, float]]:
+    """Decide a claim from per-round samples (one value per variant per round, rounds aligned).
+
+    Returns ``(verdict, estimate, low, high, stats)``. Used by :func:`compare` after every round, and
+    directly by tests on synthetic timings.
+    """
+    names = list(samples)
+    lengths = {len(samples[n]) for n in names}
+    if len(lengths) != 1:
+        raise ValueError(f"every variant needs the same number of rounds, got {[len(samples[n]) for n in names]}")
+    table = np.asarray([samples[n] for n in names], dtype=float).T  # (rounds, variants)
+    if table.shape[0] < 2:
+        raise ValueError("a claim needs at least two rounds to put an interval on it")
+    if not np.isfinite(table).all():
+        raise ValueError("a sample is not a finite number; a variant failed or returned nothing")
+    higher = np.asarray([_better(better, n) == "higher" for n in names])
+    point = _statistic(table, quantile, higher, axis=0)
+    stats = {n: float(v) for n, v in zip(names, point, strict=True)}
+    estimate = float(quantity(stats))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, table.shape[0], size=(RESAMPLES, table.shape[0]))
+    resampled = _statistic(table[picks], quantile, higher, axis=1)  # (resamples, variants)
+    values = np.asarray(quantity({n: resampled[:, j] for j, n in enumerate(names)}), dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0 or not math.isfinite(estimate):
+        raise ValueError("the claim's quantity is not a finite number for these measurements")
+    tail = (1.0 - confidence) / 2
+    low, high = (float(v) for v in np.quantile(values, [tail, 1.0 - tail]))
+    return Expectation.parse(expect).verdict(low, high), estimate, low, high, stats
+
+
+def _better(better: str | Mapping[str, str], name: str) -> str:
+    value = better.get(name, "lower") if isinstance(better, Mapping) else better
+    if value not in ("lower", "higher"):
+        raise ValueError(f"better must be 'lower' (times) or 'higher' (rates), got {value!r} for {name!r}")
+    return value
+
+
+def compare(
+    variants: Mapping[str, Callable[[], object]],
+    *,
+    claim: str,
+    expect: Sequence,
+    quantity: Callable[[Mapping], object] | None = None,
+    prediction: str | None = None,
+    timed: bool = True,
+    better: str | Mapping[str, str] = "lower",
+    device: torch.device | str | None = None,
+    threads: int | None = None,
+    warmup: int = 1,
+    block_s: float = 0.02,
+    min_rounds: int = 5,
+    max_rounds: int = 60,
+    budget_s: float = 5.0,
+    quantile: float = 0.25,
+    confidence: float = 0.95,
+    unit: str = "",
+    log=None,
+    show: bool = True,
+) -> Claim:
+    """Measure ``variants`` in interleaved rounds and decide ``claim`` about them (every notebook).
+
+    ``variants`` maps a name to a callable. With ``timed=True`` labkit times it (warm-up, device sync,
+    blocks of about ``block_s``) and a sample is seconds per call; with ``timed=False`` the callable
+    returns its own sample (a p99 latency, a throughput, a prediction error) once per round.
+    ``quantity`` turns the per-variant statistics into the number the claim is about, e.g.
+    ``claims.ratio("training step", "inference")`` or ``claims.exponent({"xs": 1e5, "s": 1e6})``; with a
+    single variant it defaults to that variant's statistic. ``expect`` is ``(">", margin)``,
+    ``("<", margin)`` or ``("between", low, high)``. ``threads`` pins torch's thread count for the
+    measurement (restored afterwards). The verdict is printed (``show``), added to ``log`` (a
+    :class:`~labkit.records.ResultLog`) and, in strict mode, a contradicted claim raises
+    :class:`ClaimContradicted`.
+    """
+    if not variants or not all(callable(fn) for fn in variants.values()):
+        raise TypeError("variants must be a non-empty mapping of name -> callable")
+    if quantity is None:
+        if len(variants) != 1:
+            raise ValueError("with more than one variant, say which quantity the claim is about (quantity=...)")
+        only = next(iter(variants))
+        quantity = lambda s: s[only]  # noqa: E731
+    expectation = Expectation.parse(expect)
+    if not 0 < quantile < 0.5:
+        raise ValueError(f"quantile must be between 0 and 0.5 (a low quantile of the rounds), got {quantile}")
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"confidence must be between 0.5 and 1, got {confidence}")
+    if min_rounds < 3 or max_rounds < min_rounds:
+        raise ValueError(f"need 3 <= min_rounds <= max_rounds, got {min_rounds} and {max_rounds}")
+    for name in variants:
+        _better(better, name)
+    device = torch.device(device) if device is not None else None
+    names = list(variants)
+    saved_threads = torch.get_num_threads()
+    start = time.perf_counter()
+    try:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        if timed:
+            samplers = {n: _timed_sampler(variants[n], device, block_s, warmup) for n in names}
+        else:
+            samplers = {n: (lambda fn=variants[n]: float(fn())) for n in names}
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        rounds = 0
+        while True:
+            order = names[rounds % len(names) :] + names[: rounds % len(names)]  # rotate: no fixed position
+            for n in order:
+                samples[n].append(samplers[n]())
+            rounds += 1
+            if rounds < min_rounds:
+                continue
+            verdict, estimate, low, high, stats = decide(
+                samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
+            )
+            if verdict != UNDECIDED or rounds >= max_rounds or time.perf_counter() - start >= budget_s:
+                break
+    finally:
+        torch.set_num_threads(saved_threads)
+    spread = {}
+    for n in names:
+        q1, median, q3 = np.quantile(samples[n], [0.25, 0.5, 0.75])
+        spread[n] = float((q3 - q1) / median) if median else float("inf")
+    result = Claim(
+        statement=claim,
+        expect=str(expectation),
+        verdict=verdict,
+        estimate=estimate,
+        low=low,
+        high=high,
+        confidence=confidence,
+        rounds=rounds,
+        seconds=round(time.perf_counter() - start, 3),
+        stats=stats,
+        spread=spread,
+        samples=samples,
+        prediction=prediction,
+        unit=unit,
+        threads=threads if threads is not None else saved_threads,
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        cpus=os.cpu_count(),
+    )
+    return report(result, log=log, show=show)
+
+
+def report(result: Claim, log=None, show: bool = True) -> Claim:
+    """Show a decided claim, record it in ``log``, and raise in strict mode if it was contradicted."""
+    if show:
+        print(result)
+    if log is not None:
+        log.add_claim(result)
+    if result.verdict == CONTRADICTED and strict():
+        raise ClaimContradicted(
+            f"{result.statement}: measured {result.estimate:.3g} [{result.low:.3g}, {result.high:.3g}], "
+            f"claimed {result.expect}"
+        )
+    return result
+
+
+def restate(
+    measured: Claim,
+    *,
+    claim: str,
+    expect: Sequence,
+    quantity: Callable[[Mapping], object],
+    prediction: str | None = None,
+    better: str | Mapping[str, str] = "lower",
+    quantile: float = 0.25,
+    unit: str = "",
+    log=None,
+    show: bool = True,
+) -> Claim:
+    """Decide a second claim on the rounds already measured for ``measured`` (no new measurement).
+
+    For a sweep that supports two claims (notebook 03: the time exponent, and the FLOP/s of the largest
+    model against the smallest's).
+    """
+    expectation = Expectation.parse(expect)
+    verdict, estimate, low, high, stats = decide(
+        measured.samples, quantity, expectation, better=better, quantile=quantile, confidence=measured.confidence
+    )
+    result = Claim(
+        **{
+            **asdict(measured),
+            **dict(
+                statement=claim,
+                expect=str(expectation),
+                verdict=verdict,
+                estimate=estimate,
+                low=low,
+                high=high,
+                stats=stats,
+                prediction=prediction,
+                unit=unit,
+            ),
+        }
+    )
+    return report(result, log=log, show=show)

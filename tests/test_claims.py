@@ -1,0 +1,209 @@
+"""labkit.claims on synthetic timings: a true claim survives heavy noise, a false one is caught, and noise
+that swamps the effect is reported as undecided rather than guessed."""
+
+import time
+
+import numpy as np
+import pytest
+
+from labkit import claims
+from labkit.records import ResultLog
+
+
+def noisy_machine(true_s: float, rng: np.random.Generator, busy: float = 0.4, worst: float = 4.0):
+    """A sampler of one variant on a shared machine: in a ``busy`` fraction of rounds, a neighbour slows
+    it by a random factor up to ``worst``; otherwise a little jitter. Interference only adds time."""
+
+    def sample() -> float:
+        slowdown = rng.uniform(1.0, worst) if rng.random() < busy else 1.0
+        return true_s * slowdown * rng.uniform(1.0, 1.03)
+
+    return sample
+
+
+def test_a_true_claim_under_heavy_noise_is_never_contradicted():
+    verdicts = []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        # training is truly 2x inference; the claim's margin is 1.5x; 40% of rounds are slowed up to 4x
+        result = claims.compare(
+            {"training": noisy_machine(2.0, rng), "inference": noisy_machine(1.0, rng)},
+            claim="training costs more than 1.5 inferences",
+            quantity=claims.ratio("training", "inference"),
+            expect=(">", 1.5),
+            timed=False,
+            max_rounds=30,
+            budget_s=60,
+            show=False,
+        )
+        verdicts.append(result.verdict)
+    assert claims.CONTRADICTED not in verdicts
+    assert verdicts.count(claims.HOLDS) >= 36, verdicts  # and it is decided, not left undecided
+
+
+def test_a_false_claim_is_contradicted():
+    verdicts = []
+    for seed in range(20):
+        rng = np.random.default_rng(100 + seed)
+        result = claims.compare(
+            {"training": noisy_machine(2.0, rng), "inference": noisy_machine(1.0, rng)},
+            claim="training costs more than 3 inferences (false: it costs 2)",
+            quantity=claims.ratio("training", "inference"),
+            expect=(">", 3.0),
+            timed=False,
+            max_rounds=30,
+            budget_s=60,
+            show=False,
+        )
+        verdicts.append(result.verdict)
+    assert verdicts.count(claims.CONTRADICTED) >= 19, verdicts
+    assert claims.HOLDS not in verdicts
+
+
+def test_noise_that_swamps_the_effect_is_undecided():
+    rng = np.random.default_rng(7)
+
+    def swamped(true_s):  # symmetric noise of a factor ~3 either way: the 10% effect is invisible in 12 rounds
+        return lambda: true_s * float(np.exp(rng.normal(0, 1.0)))
+
+    result = claims.compare(
+        {"a": swamped(1.1), "b": swamped(1.0)},
+        claim="a is slower than b",
+        quantity=claims.ratio("a", "b"),
+        expect=(">", 1.0),
+        timed=False,
+        max_rounds=12,
+        budget_s=60,
+        show=False,
+    )
+    assert result.verdict == claims.UNDECIDED
+    assert result.rounds == 12, "undecided claims take more rounds, up to the cap"
+    text = str(result)
+    assert "too noisy to tell" in text and "load average" in text and "IQR/median" in text
+
+
+def test_a_clear_claim_stops_after_the_minimum_rounds():
+    rng = np.random.default_rng(3)
+    result = claims.compare(
+        {"slow": noisy_machine(3.0, rng, busy=0.0), "fast": noisy_machine(1.0, rng, busy=0.0)},
+        claim="slow is slower",
+        quantity=claims.ratio("slow", "fast"),
+        expect=(">", 1.5),
+        timed=False,
+        min_rounds=5,
+        show=False,
+    )
+    assert result.verdict == claims.HOLDS and result.rounds == 5
+    assert result.low <= result.estimate <= result.high
+    assert result.estimate == pytest.approx(3.0, rel=0.05)
+
+
+def test_the_budget_stops_an_undecided_claim():
+    counter = {"a": 0, "b": 0}
+
+    def alternating(name, first):  # a and b take turns being slow: no side is ever shown to be faster
+        def sample():
+            time.sleep(0.05)
+            counter[name] += 1
+            return first if counter[name] % 2 else 4.0 - first
+
+        return sample
+
+    start = time.perf_counter()
+    result = claims.compare(
+        {"a": alternating("a", 1.0), "b": alternating("b", 3.0)},
+        claim="a is slower than b",
+        quantity=claims.ratio("a", "b"),
+        expect=(">", 1.0),
+        timed=False,
+        min_rounds=3,
+        max_rounds=1000,
+        budget_s=0.6,
+        show=False,
+    )
+    assert result.verdict == claims.UNDECIDED
+    assert time.perf_counter() - start < 1.5 and result.rounds < 10
+
+
+def test_rounds_are_interleaved_in_a_rotating_order():
+    calls = []
+    claims.compare(
+        {name: (lambda name=name: calls.append(name) or 1.0 + 0.5 * (name == "b")) for name in "abc"},
+        claim="b costs more than a",
+        quantity=claims.ratio("b", "a"),
+        expect=(">", 1.2),
+        timed=False,
+        min_rounds=3,
+        show=False,
+    )
+    assert calls[:9] == list("abcbcacab")
+
+
+def test_timed_variants_are_timed_per_call():
+    result = claims.compare(
+        {"4 ms": lambda: time.sleep(0.004), "1 ms": lambda: time.sleep(0.001)},
+        claim="sleeping 4 ms takes longer than sleeping 1 ms",
+        quantity=claims.ratio("4 ms", "1 ms"),
+        expect=(">", 1.5),
+        block_s=0.01,
+        show=False,
+    )
+    assert result.verdict == claims.HOLDS
+    assert 0.004 <= result.stats["4 ms"] < 0.02
+
+
+def test_exponent_recovers_a_power_law_exactly():
+    sizes = {"s": 10.0, "m": 100.0, "l": 1000.0}
+    fit = claims.exponent(sizes)
+    assert fit({"s": 1.0, "m": 100.0, "l": 10_000.0}) == pytest.approx(2.0)
+    batch = fit({"s": np.array([1.0, 1.0]), "m": np.array([10.0, 100.0]), "l": np.array([100.0, 10_000.0])})
+    assert batch == pytest.approx([1.0, 2.0])
+    with pytest.raises(ValueError, match="two different positive sizes"):
+        claims.exponent({"a": 1.0, "b": 1.0})
+
+
+def test_higher_is_better_uses_the_high_end_of_the_rounds():
+    verdict, estimate, *_ = claims.decide(
+        {"rate": [100.0] * 9 + [40.0]}, lambda s: s["rate"], (">", 90), better="higher"
+    )
+    assert verdict == claims.HOLDS and estimate == pytest.approx(100.0)
+
+
+def test_strict_mode_raises_on_a_contradicted_claim(monkeypatch):
+    monkeypatch.setenv(claims.CLAIMS_ENV, "strict")
+    log = ResultLog("test", card={})
+    with pytest.raises(claims.ClaimContradicted, match="claimed > 5"):
+        claims.compare(
+            {"x": lambda: 2.0 + 0.01 * np.random.rand()},
+            claim="x is above 5",
+            expect=(">", 5),
+            timed=False,
+            log=log,
+            show=False,
+        )
+    assert log.to_dict()["claims"][0]["verdict"] == claims.CONTRADICTED
+    monkeypatch.setenv(claims.CLAIMS_ENV, "")
+    result = claims.compare(
+        {"x": lambda: 2.0 + 0.01 * np.random.rand()}, claim="x is above 5", expect=(">", 5), timed=False, show=False
+    )
+    assert result.verdict == claims.CONTRADICTED  # a learner sees the verdict; the lesson goes on
+
+
+@pytest.mark.parametrize(
+    "expect",
+    [(">",), ("=", 1), "> 1", ("between", 2, 1), ("<", "1")],
+)
+def test_bad_expectations_say_what_is_allowed(expect):
+    with pytest.raises(ValueError, match="expect"):
+        claims.Expectation.parse(expect)
+
+
+def test_bad_arguments_say_what_is_wrong():
+    with pytest.raises(ValueError, match="quantity"):
+        claims.compare({"a": lambda: 1.0, "b": lambda: 1.0}, claim="c", expect=(">", 1), timed=False)
+    with pytest.raises(ValueError, match="better"):
+        claims.compare({"a": lambda: 1.0}, claim="c", expect=(">", 1), timed=False, better="faster")
+    with pytest.raises(ValueError, match="finite"):
+        claims.compare({"a": lambda: float("nan")}, claim="c", expect=(">", 1), timed=False, show=False)
+    with pytest.raises(TypeError, match="callable"):
+        claims.compare({"a": 3}, claim="c", expect=(">", 1))
