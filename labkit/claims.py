@@ -182,6 +182,31 @@ def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
     return fit
 
 
+def predicted(sizes: Mapping[str, float], at: float, law: str = "linear") -> Callable[[Mapping], object]:
+    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks 02 and 11: extrapolation).
+
+    ``law="linear"``: least squares y = fixed + per_unit · size; ``law="power"``: y = c · size^k on log–log axes.
+    """
+    if law not in ("linear", "power"):
+        raise ValueError(f"law must be 'linear' or 'power', got {law!r}")
+    names = list(sizes)
+    if len(set(sizes.values())) < 2:
+        raise ValueError(f"a fit needs at least two different sizes, got {dict(sizes)}")
+    x = np.asarray([sizes[n] for n in names], dtype=float)
+    if law == "power":
+        x, at = np.log(x), math.log(at)
+    centred = x - x.mean()
+
+    def predict(s: Mapping) -> object:
+        y = np.stack([np.asarray(s[n], dtype=float) for n in names], axis=-1)  # (..., sizes)
+        y = np.log(y) if law == "power" else y
+        slope = (y * centred).sum(axis=-1) / (centred**2).sum()
+        value = y.mean(axis=-1) + slope * (at - x.mean())
+        return np.exp(value) if law == "power" else value
+
+    return predict
+
+
 def _timed_sampler(fn: Callable, device: torch.device | None, block_s: float, warmup: int) -> Callable[[], float]:
     """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer."""
     for _ in range(warmup):

@@ -207,3 +207,12 @@ def test_bad_arguments_say_what_is_wrong():
         claims.compare({"a": lambda: float("nan")}, claim="c", expect=(">", 1), timed=False, show=False)
     with pytest.raises(TypeError, match="callable"):
         claims.compare({"a": 3}, claim="c", expect=(">", 1))
+
+
+def test_predicted_extrapolates_linear_and_power_laws_exactly():
+    line = claims.predicted({"a": 1.0, "b": 2.0, "c": 4.0}, at=10.0)
+    assert line({"a": 3.0, "b": 5.0, "c": 9.0}) == pytest.approx(21.0)  # 1 + 2x
+    power = claims.predicted({"a": 1.0, "b": 2.0}, at=8.0, law="power")
+    assert power({"a": np.array([3.0]), "b": np.array([12.0])}) == pytest.approx([192.0])  # 3x^2
+    with pytest.raises(ValueError, match="law"):
+        claims.predicted({"a": 1.0, "b": 2.0}, at=3.0, law="cubic")
