@@ -118,13 +118,16 @@ class Claim:
     threads: int | None = None
     load_average: float | None = None
     cpus: int | None = None
+    others: list[Claim] = field(default_factory=list, repr=False)  # claims decided on the same rounds (``also``)
 
     @property
     def decided(self) -> bool:
         return self.verdict != UNDECIDED
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("others")
+        return out
 
     def _value(self, x: float) -> str:
         return f"{x:.3g}{self.unit}"
@@ -302,6 +305,7 @@ def compare(
     quantile: float = 0.25,
     confidence: float = 0.95,
     unit: str = "",
+    also: Sequence[Mapping] = (),
     log=None,
     show: bool = True,
 ) -> Claim:
@@ -317,6 +321,10 @@ def compare(
     measurement (restored afterwards). The verdict is printed (``show``), added to ``log`` (a
     :class:`~labkit.records.ResultLog`) and, in strict mode, a contradicted claim raises
     :class:`ClaimContradicted`.
+
+    ``also`` lists more claims about the same rounds, each a dict with ``claim``, ``quantity``, ``expect`` and
+    optionally ``prediction`` and ``unit``: rounds continue while any of them is undecided, and each is shown
+    and logged like the first (they are in the result's ``others``).
     """
     if not variants or not all(callable(fn) for fn in variants.values()):
         raise TypeError("variants must be a non-empty mapping of name -> callable")
@@ -334,6 +342,12 @@ def compare(
         raise ValueError(f"need 3 <= min_rounds <= max_rounds, got {min_rounds} and {max_rounds}")
     for name in variants:
         _better(better, name)
+    extra = []
+    for spec in also:
+        unknown = set(spec) - {"claim", "quantity", "expect", "prediction", "unit"}
+        if unknown or not {"claim", "quantity", "expect"} <= set(spec):
+            raise ValueError(f"each of also= needs claim, quantity and expect (prediction, unit optional), got {spec}")
+        extra.append(dict(spec, expect=Expectation.parse(spec["expect"])))
     device = torch.device(device) if device is not None else None
     names = list(variants)
     saved_threads = torch.get_num_threads()
@@ -357,7 +371,12 @@ def compare(
             verdict, estimate, low, high, stats = decide(
                 samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
             )
-            if verdict != UNDECIDED or rounds >= max_rounds or time.perf_counter() - start >= budget_s:
+            pending = verdict == UNDECIDED or any(
+                decide(samples, e["quantity"], e["expect"], better=better, quantile=quantile, confidence=confidence)[0]
+                == UNDECIDED
+                for e in extra
+            )
+            if not pending or rounds >= max_rounds or time.perf_counter() - start >= budget_s:
                 break
     finally:
         torch.set_num_threads(saved_threads)
@@ -384,20 +403,47 @@ def compare(
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         cpus=os.cpu_count(),
     )
-    return report(result, log=log, show=show)
+    report(result, log=log, show=show and not extra, raise_now=not extra)
+    for e in extra:
+        result.others.append(
+            restate(
+                result,
+                claim=e["claim"],
+                quantity=e["quantity"],
+                expect=e["expect"],
+                prediction=e.get("prediction"),
+                better=better,
+                quantile=quantile,
+                unit=e.get("unit", ""),
+                log=log,
+                show=False,
+                raise_now=False,
+            )
+        )
+    if extra:
+        if show:
+            print("\n".join(str(c) for c in [result, *result.others]))
+        for c in [result, *result.others]:
+            _raise_if_contradicted(c)
+    return result
 
 
-def report(result: Claim, log=None, show: bool = True) -> Claim:
-    """Show a decided claim, record it in ``log``, and raise in strict mode if it was contradicted."""
-    if show:
-        print(result)
-    if log is not None:
-        log.add_claim(result)
+def _raise_if_contradicted(result: Claim) -> None:
     if result.verdict == CONTRADICTED and strict():
         raise ClaimContradicted(
             f"{result.statement}: measured {result.estimate:.3g} [{result.low:.3g}, {result.high:.3g}], "
             f"claimed {result.expect}"
         )
+
+
+def report(result: Claim, log=None, show: bool = True, raise_now: bool = True) -> Claim:
+    """Show a decided claim, record it in ``log``, and raise in strict mode if it was contradicted."""
+    if show:
+        print(result)
+    if log is not None:
+        log.add_claim(result)
+    if raise_now:
+        _raise_if_contradicted(result)
     return result
 
 
@@ -413,6 +459,7 @@ def restate(
     unit: str = "",
     log=None,
     show: bool = True,
+    raise_now: bool = True,
 ) -> Claim:
     """Decide a second claim on the rounds already measured for ``measured`` (no new measurement).
 
@@ -436,7 +483,8 @@ def restate(
                 stats=stats,
                 prediction=prediction,
                 unit=unit,
+                others=[],
             ),
         }
     )
-    return report(result, log=log, show=show)
+    return report(result, log=log, show=show, raise_now=raise_now)

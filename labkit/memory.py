@@ -155,9 +155,9 @@ def peak_memory(
         )
     device = torch.device(device) if device is not None else torch.device("cpu")
 
-    gc.collect()
     on_cuda = device.type == "cuda"
-    if on_cuda:
+    if on_cuda:  # the allocator counts every live tensor: free unreachable ones first (CPU tracking needs no gc)
+        gc.collect()
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         baseline = torch.cuda.memory_allocated(device)
@@ -226,8 +226,13 @@ def _mark_frozen_parameters(tracker, trackables: list) -> None:
 
 
 def _release(device: torch.device) -> None:
-    gc.collect()
+    """After a trial or an OOM on CUDA: free what cycles hold, and hand cached blocks back to the driver.
+
+    On a CPU a trial's tensors are freed by reference counting as soon as it ends; a full ``gc.collect()``
+    (about 0.2 s with torch loaded) would only slow every trial of a search.
+    """
     if device.type == "cuda":
+        gc.collect()
         torch.cuda.empty_cache()
 
 

@@ -216,3 +216,36 @@ def test_predicted_extrapolates_linear_and_power_laws_exactly():
     assert power({"a": np.array([3.0]), "b": np.array([12.0])}) == pytest.approx([192.0])  # 3x^2
     with pytest.raises(ValueError, match="law"):
         claims.predicted({"a": 1.0, "b": 2.0}, at=3.0, law="cubic")
+
+
+def test_claims_on_the_same_rounds_keep_measuring_until_all_are_decided(monkeypatch):
+    rng = np.random.default_rng(11)
+    # a is exactly 2x c (up to 3% jitter): "over 2x" can never be decided, so the rounds go on to the cap
+    spec = dict(claim="a is over 2x c", quantity=claims.ratio("a", "c"), expect=(">", 2.0))
+    result = claims.compare(
+        {"a": noisy_machine(2.0, rng, busy=0.0), "b": noisy_machine(1.0, rng, busy=0.0), "c": noisy_machine(1, rng)},
+        claim="a is slower than b",
+        quantity=claims.ratio("a", "b"),
+        expect=(">", 1.5),
+        also=[spec],
+        timed=False,
+        min_rounds=5,
+        max_rounds=12,
+        show=False,
+    )
+    assert [c.statement for c in result.others] == ["a is over 2x c"]
+    assert result.verdict == claims.HOLDS and result.others[0].verdict == claims.UNDECIDED
+    assert result.rounds == 12, "an undecided claim on the same rounds keeps the rounds going"
+    monkeypatch.setenv(claims.CLAIMS_ENV, "strict")
+    with pytest.raises(claims.ClaimContradicted, match="a is over 3x c"):
+        claims.compare(
+            {"a": noisy_machine(2.0, rng, busy=0.0), "c": noisy_machine(1, rng, busy=0.0)},
+            claim="a is slower than c",
+            quantity=claims.ratio("a", "c"),
+            expect=(">", 1.1),
+            also=[dict(spec, claim="a is over 3x c", expect=(">", 3.0))],
+            timed=False,
+            show=False,
+        )
+    with pytest.raises(ValueError, match="also"):
+        claims.compare({"a": lambda: 1.0}, claim="c", expect=(">", 0), timed=False, also=[{"claim": "x"}])
