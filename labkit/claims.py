@@ -210,8 +210,16 @@ def predicted(sizes: Mapping[str, float], at: float, law: str = "linear") -> Cal
     return predict
 
 
-def _timed_sampler(fn: Callable, device: torch.device | None, block_s: float, warmup: int) -> Callable[[], float]:
-    """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer."""
+def block_timer(
+    fn: Callable, device: torch.device | str | None = None, block_s: float = 0.02, warmup: int = 1
+) -> Callable[[], float]:
+    """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer.
+
+    The returned function times one block (syncing ``device`` before and after) and returns seconds per call.
+    :func:`compare` uses it for timed variants; a notebook uses it for a variant that must set something up
+    around the timed calls (notebook 04 holds a block of memory while the same step is timed).
+    """
+    device = torch.device(device) if device is not None else None
     for _ in range(warmup):
         fn()
     sync(device)
@@ -356,7 +364,7 @@ def compare(
         if threads is not None:
             torch.set_num_threads(threads)
         if timed:
-            samplers = {n: _timed_sampler(variants[n], device, block_s, warmup) for n in names}
+            samplers = {n: block_timer(variants[n], device, block_s, warmup) for n in names}
         else:
             samplers = {n: (lambda fn=variants[n]: float(fn())) for n in names}
         samples: dict[str, list[float]] = {n: [] for n in names}

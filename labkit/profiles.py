@@ -66,7 +66,7 @@ SIZES: dict[str, dict[str, dict]] = {
             ckpt_batch=2048, ckpt_hidden=256, ckpt_depth=16, ckpt_segments=4,
             calib_size="m", calib_batch=4, calib_seq=256,
             big_d_model=2048, big_layers=24, big_heads=16, big_batch=1, big_seq=256,
-            budget_gb=16, offload_mib=256, ballast_gib=2, min_run_s=0.2,
+            budget_gb=16, offload_mib=256, ballast_gib=1, min_run_s=0.2,
         ),
         "full": dict(
             d_in=1024, hidden=4096, depth=4, batch=256, act_batches=[256, 512, 1024, 2048],
