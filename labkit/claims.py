@@ -287,6 +287,19 @@ def decide(
     return Expectation.parse(expect).verdict(low, high), estimate, low, high, stats
 
 
+def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """IQR / median of each variant's rounds: how noisy the measurement was (shown when undecided)."""
+    spread = {}
+    for name, values in samples.items():
+        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+        spread[name] = float((q3 - q1) / median) if median else float("inf")
+    return spread
+
+
+def _load_average() -> float | None:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
 def _better(better: str | Mapping[str, str], name: str) -> str:
     value = better.get(name, "lower") if isinstance(better, Mapping) else better
     if value not in ("lower", "higher"):
@@ -388,10 +401,6 @@ def compare(
                 break
     finally:
         torch.set_num_threads(saved_threads)
-    spread = {}
-    for n in names:
-        q1, median, q3 = np.quantile(samples[n], [0.25, 0.5, 0.75])
-        spread[n] = float((q3 - q1) / median) if median else float("inf")
     result = Claim(
         statement=claim,
         expect=str(expectation),
@@ -403,12 +412,12 @@ def compare(
         rounds=rounds,
         seconds=round(time.perf_counter() - start, 3),
         stats=stats,
-        spread=spread,
+        spread=_spread(samples),
         samples=samples,
         prediction=prediction,
         unit=unit,
         threads=threads if threads is not None else saved_threads,
-        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        load_average=_load_average(),
         cpus=os.cpu_count(),
     )
     report(result, log=log, show=show and not extra, raise_now=not extra)
@@ -496,3 +505,44 @@ def restate(
         }
     )
     return report(result, log=log, show=show, raise_now=raise_now)
+
+
+def from_rounds(
+    samples: Mapping[str, Sequence[float]],
+    *,
+    claim: str,
+    expect: Sequence,
+    quantity: Callable[[Mapping], object],
+    prediction: str | None = None,
+    better: str | Mapping[str, str] = "lower",
+    quantile: float = 0.25,
+    confidence: float = 0.95,
+    unit: str = "",
+    log=None,
+    show: bool = True,
+) -> Claim:
+    """Decide a claim on rounds measured elsewhere: in worker processes (notebook 06's DDP ranks time their
+    variants in interleaved rounds and return them), where labkit cannot add rounds on demand."""
+    expectation = Expectation.parse(expect)
+    verdict, estimate, low, high, stats = decide(
+        samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
+    )
+    result = Claim(
+        statement=claim,
+        expect=str(expectation),
+        verdict=verdict,
+        estimate=estimate,
+        low=low,
+        high=high,
+        confidence=confidence,
+        rounds=len(next(iter(samples.values()))),
+        seconds=0.0,
+        stats=stats,
+        spread=_spread(samples),
+        samples={n: list(v) for n, v in samples.items()},
+        prediction=prediction,
+        unit=unit,
+        load_average=_load_average(),
+        cpus=os.cpu_count(),
+    )
+    return report(result, log=log, show=show)

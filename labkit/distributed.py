@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -352,23 +353,32 @@ def main(argv: list[str] | None = None) -> None:
 # number of times, so timing here uses fixed step counts, not labkit.measure's adaptive repeats.
 
 
-def _timed(fn: Callable, ctx: WorkerContext, steps: int, blocks: int = 3, warmup: int = 2) -> float:
-    """Median over ``blocks`` of the mean seconds per call, the slowest rank's (all ranks agree)."""
-    for _ in range(warmup):
-        fn()
-    per_call = []
-    for _ in range(blocks):
-        _sync(ctx)
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        _sync(ctx)
-        per_call.append((time.perf_counter() - start) / steps)
-    per_call.sort()
-    median = torch.tensor([per_call[len(per_call) // 2]], dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(median, op=dist.ReduceOp.MAX)
-    return float(median.item())
+def _rounds(
+    fns: dict[str, Callable], ctx: WorkerContext, steps: dict[str, int], rounds: int = 5, warmup: int = 2
+) -> dict[str, list[float]]:
+    """Time every function in interleaved rounds (rotating order): ``{name: [seconds per call, one per round]}``.
+
+    Each block is ``steps[name]`` calls between barriers, and each value is the slowest rank's (all ranks agree),
+    so the parent can decide claims on the rounds with :func:`labkit.claims.from_rounds`.
+    """
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync(ctx)
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(steps[name]):
+                fns[name]()
+            _sync(ctx)
+            per_call = torch.tensor([(time.perf_counter() - start) / steps[name]], dtype=torch.float64)
+            slowest = per_call.to(ctx.device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            samples[name].append(float(slowest.item()))
+    return samples
 
 
 def _sync(ctx: WorkerContext) -> None:
@@ -384,32 +394,40 @@ def allreduce_check(ctx: WorkerContext, numel: int = 1 << 20) -> dict:
     return dict(rank=ctx.rank, expected=expected, correct=bool((t == expected).all()), backend=ctx.backend)
 
 
-def allreduce_benchmark(ctx: WorkerContext, sizes_bytes: list[int], min_bytes_per_block: int = 64 << 20) -> list[dict]:
+def allreduce_benchmark(
+    ctx: WorkerContext, sizes_bytes: list[int], min_bytes_per_block: int = 64 << 20, rounds: int = 5
+) -> list[dict]:
     """Time a float32 sum all-reduce per message size; report time, algbw and busbw as nccl-tests does.
 
     algbw = bytes / time; busbw = algbw · 2(n−1)/n, the traffic each rank's link carries in a ring,
     so busbw is comparable with the link's bandwidth whatever the number of ranks.
-    Each size is first checked: every rank contributes ``rank + 1`` and every element must sum exactly.
+    Each size is first checked: every rank contributes ``rank + 1`` and every element must sum exactly; then
+    the sizes are timed in ``rounds`` interleaved rounds (``samples``: seconds per call, one per round).
     """
-    rows = []
     n = ctx.world_size
+    correct, buffers, steps = {}, {}, {}
     for size in sizes_bytes:
         numel = max(1, size // 4)
         check = torch.full((numel,), float(ctx.rank + 1), device=ctx.device)
         dist.all_reduce(check)
-        correct = bool((check == n * (n + 1) / 2).all())
+        correct[numel * 4] = bool((check == n * (n + 1) / 2).all())
         del check
-        buf = torch.zeros(numel, device=ctx.device)
-        steps = max(2, min(50, min_bytes_per_block // (numel * 4)))
-        seconds = _timed(lambda b=buf: dist.all_reduce(b), ctx, steps)
-        algbw = numel * 4 / seconds
+        buffers[numel * 4] = torch.zeros(numel, device=ctx.device)
+        steps[numel * 4] = max(2, min(50, min_bytes_per_block // (numel * 4)))
+    fns = {size: (lambda b=buf: dist.all_reduce(b)) for size, buf in buffers.items()}
+    samples = _rounds(fns, ctx, steps, rounds=rounds)  # the sizes round-robin: a busy spell hits them all alike
+    rows = []
+    for size, times in samples.items():
+        seconds = float(np.quantile(times, 0.25))  # the least disturbed rounds (labkit.claims' statistic)
+        algbw = size / seconds
         rows.append(
             dict(
-                bytes=numel * 4,
+                bytes=size,
                 seconds=seconds,
+                samples=times,
                 algbw=algbw,
                 busbw=algbw * 2 * (n - 1) / n,  # 0 on one rank, as in nccl-tests: nothing crosses a link
-                correct=correct,
+                correct=correct[size],
                 world_size=n,
                 backend=ctx.backend,
             )
@@ -426,6 +444,7 @@ def ddp_benchmark(
     global_batch: int,
     bucket_caps_mb: dict[str, float],
     steps: int = 5,
+    rounds: int = 5,
 ) -> dict:
     """One data-parallel training step, timed three ways, and checked against a single-process step.
 
@@ -435,7 +454,9 @@ def ddp_benchmark(
       start until backward has finished (no overlap);
     - ``allreduce``: all-reduce of one buffer the size of all gradients, alone.
     The check: after one DDP step on shards of a batch, every rank's gradients equal those of one
-    model on the whole batch (DDP averages them), to float32 rounding.
+    model on the whole batch (DDP averages them), to float32 rounding. All variants are timed in ``rounds``
+    interleaved rounds of ``steps`` steps: ``samples`` holds seconds per step, one per round; ``seconds`` the
+    25th percentile of each (the least disturbed rounds, as in :mod:`labkit.claims`).
     """
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -465,7 +486,6 @@ def ddp_benchmark(
 
     plain = fresh_model()
     grad_bytes = sum(p.numel() * p.element_size() for p in plain.parameters())
-    timings = {"compute": _timed(make_step(plain), ctx, steps)}
 
     # Correctness first: DDP's averaged gradients equal the whole batch's gradients on one model.
     reference = fresh_model()
@@ -478,17 +498,18 @@ def ddp_benchmark(
     )
     del ddp, reference
 
+    fns = {"compute": make_step(plain)}
     for name, cap_mb in bucket_caps_mb.items():
         ddp = DDP(
             fresh_model(),
             device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
             bucket_cap_mb=cap_mb,
         )
-        timings[name] = _timed(make_step(ddp), ctx, steps)
-        del ddp
-
+        fns[name] = make_step(ddp)
     flat = torch.zeros(grad_bytes // 4, device=ctx.device)
-    timings["allreduce"] = _timed(lambda: dist.all_reduce(flat), ctx, steps)
+    fns["allreduce"] = lambda: dist.all_reduce(flat)
+    samples = _rounds(fns, ctx, dict.fromkeys(fns, steps), rounds=rounds)
+    timings = {name: float(np.quantile(times, 0.25)) for name, times in samples.items()}
     return dict(
         rank=ctx.rank,
         world_size=ctx.world_size,
@@ -498,6 +519,7 @@ def ddp_benchmark(
         grad_bytes=grad_bytes,
         max_grad_error=max_grad_error,
         seconds=timings,
+        samples=samples,
     )
 
 
