@@ -117,13 +117,18 @@ def time_loop(
     return timing
 
 
-def amdahl(fraction_sped_up: float, speedup: float) -> float:
-    """Overall speed-up when ``fraction_sped_up`` of the time becomes ``speedup`` times faster (Amdahl's law)."""
-    if not 0.0 <= fraction_sped_up <= 1.0:
+def amdahl(fraction_sped_up, speedup: float):
+    """Overall speed-up when ``fraction_sped_up`` of the time becomes ``speedup`` times faster (Amdahl's law).
+
+    ``fraction_sped_up`` may be an array (bootstrap resamples of a measured share, notebook 09's claim).
+    """
+    p = np.asarray(fraction_sped_up, dtype=float)
+    if ((p < 0.0) | (p > 1.0)).any():
         raise ValueError(f"fraction_sped_up must be between 0 and 1, got {fraction_sped_up}")
     if speedup <= 0:
         raise ValueError(f"speedup must be positive, got {speedup}")
-    return 1.0 / ((1.0 - fraction_sped_up) + fraction_sped_up / speedup)
+    result = 1.0 / ((1.0 - p) + p / speedup)
+    return float(result) if result.ndim == 0 else result
 
 
 def diagnose(timing: LoopTiming, sync_share: float = 0.0) -> list[str]:
