@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,13 +75,21 @@ class BackgroundTrainer:
         self.log_path = Path(self._tmp.name) / "progress.txt"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> BackgroundTrainer:
+    def start(self) -> BackgroundTrainer:
+        """Start the process without waiting for its first step (start several, then enter each)."""
+        if self.proc is not None:
+            raise RuntimeError("this trainer was started already")
         a = self.args
         cmd = [sys.executable, "-m", "labkit.sharing", "--log", str(self.log_path), "--threads", str(a["threads"]),
                "--max-seconds", str(a["max_s"]), "--d-in", str(a["d_in"]), "--hidden", str(a["hidden"]),
                "--batch", str(a["batch"])]  # fmt: skip
         env = dict(os.environ, OMP_NUM_THREADS=str(a["threads"]), LABKIT_PARENT=str(os.getpid()))
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        return self
+
+    def __enter__(self) -> BackgroundTrainer:
+        if self.proc is None:
+            self.start()
         deadline = time.monotonic() + 60
         while not self._read():  # wait until it is training
             if self.proc.poll() is not None:
@@ -90,6 +99,22 @@ class BackgroundTrainer:
                 raise RuntimeError("the trainer did not start within 60 s")
             time.sleep(0.05)
         return self
+
+    def pause(self) -> None:
+        """Freeze the job (SIGSTOP): it keeps its memory and uses no CPU until :meth:`resume` (notebook 10
+        interleaves rounds with and without it). POSIX only."""
+        self._signal("SIGSTOP")
+
+    def resume(self) -> None:
+        """Let a paused job run again (SIGCONT)."""
+        self._signal("SIGCONT")
+
+    def _signal(self, name: str) -> None:
+        if not hasattr(signal, name):
+            raise RuntimeError(f"this platform has no {name}: a trainer cannot be paused here")
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError("the trainer is not running")
+        os.kill(self.proc.pid, getattr(signal, name))
 
     def __exit__(self, *exc) -> None:
         self.stop()
@@ -102,6 +127,8 @@ class BackgroundTrainer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
+            if hasattr(signal, "SIGCONT"):
+                os.kill(self.proc.pid, signal.SIGCONT)  # a paused process would not act on SIGTERM until continued
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)

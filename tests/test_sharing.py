@@ -38,3 +38,23 @@ def test_steps_per_s_needs_a_window_with_progress():
     with sharing.BackgroundTrainer(threads=1, max_s=30, d_in=64, hidden=64, batch=32) as trainer:
         with pytest.raises(RuntimeError, match="too little"):
             trainer.steps_per_s(0.0, 1.0)  # 1970: nothing logged then
+
+
+@pytest.mark.processes
+def test_a_paused_trainer_makes_no_progress_and_still_stops_cleanly():
+    trainer = sharing.BackgroundTrainer(threads=1, max_s=30, d_in=64, hidden=64, batch=32).start()
+    with trainer:
+        trainer.pause()
+        start = time.time()
+        time.sleep(0.4)
+        with pytest.raises(RuntimeError, match="too little"):
+            trainer.steps_per_s(start, time.time())
+        trainer.resume()
+        start = time.time()
+        time.sleep(0.5)
+        assert trainer.steps_per_s(start, time.time()) > 10
+        trainer.pause()  # left paused: stop() must still end it
+        pid = trainer.pid
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(RuntimeError, match="started already"):
+        trainer.start()
