@@ -158,8 +158,8 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "11_estimating_a_job": {
         "quick": dict(
-            d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[1000, 2000, 3000, 4000],
-            repeats=2, full_size=40000, small_hidden=512, budget_gib=1.0,
+            d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[200, 400, 600, 800],
+            repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0,
         ),
         "full": dict(
             d_in=512, hidden=4096, depth=4, classes=10, batch=512, epochs=2, probe_sizes=[5000, 10000, 15000, 20000],
