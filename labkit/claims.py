@@ -546,3 +546,20 @@ def from_rounds(
         cpus=os.cpu_count(),
     )
     return report(result, log=log, show=show)
+
+
+def noisy_run(decided: Sequence[Mapping]) -> str | None:
+    """The whole-run rule of ``make test`` and ``make report``: ``None`` if the run was quiet enough, else why not.
+
+    A contradicted claim fails its own notebook. Undecided claims (too noisy to tell) are listed but fail nothing,
+    unless the whole run was unusually noisy: more than a quarter of its timing claims, and more than two,
+    undecided. Then the machine was too busy for the run to test anything, and a pass would mean nothing.
+    """
+    undecided = [c for c in decided if c["verdict"] == UNDECIDED]
+    limit = max(2, len(decided) // 4)
+    if len(undecided) <= limit:
+        return None
+    return (
+        f"{len(undecided)} of {len(decided)} timing claims were undecided (the limit is {limit}): the machine was too "
+        "busy for this run to test them; run it again when the machine is quieter"
+    )

@@ -80,7 +80,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "05_batch_size": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-            odd_batches=[3, 100, 300], budget_mib=40, accum_batch=1024, accum_micro=[1, 2, 4, 8],
+            odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 2, 4, 8],
             load_fraction=0.5, min_run_s=0.1,
         ),
         "full": dict(

@@ -15,7 +15,7 @@ import re
 import time
 from pathlib import Path
 
-from .claims import CLAIMS_ENV
+from .claims import CLAIMS_ENV, CONTRADICTED, HOLDS, UNDECIDED, noisy_run
 from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic, write_text_atomic
 from .widgets import HEADLESS_ENV
 
@@ -117,6 +117,23 @@ section{border-top:2px solid #ddd;margin-top:2em}.meta{color:#555}code{backgroun
 """
 
 
+def _claims_table(decided: list[dict]) -> str:
+    """The notebook's timing claims, each with its measurement, interval and verdict (labkit.claims)."""
+    if not decided:
+        return "<h3>Timing claims</h3><p class='meta'>No timing claims were recorded.</p>"
+    rows = "".join(
+        f"<tr><td>{html.escape(c['statement'])}</td><td>{html.escape(c['expect'])}</td>"
+        f"<td>{_fmt(c['estimate'])} [{_fmt(c['low'])}, {_fmt(c['high'])}]</td><td>{c['rounds']}</td>"
+        f"<td class='{'ok' if c['verdict'] == 'holds' else 'failed' if c['verdict'] == 'contradicted' else 'meta'}'>"
+        f"{html.escape(c['verdict'])}</td></tr>"
+        for c in decided
+    )
+    return (
+        "<h3>Timing claims</h3><table><tr><th>claim</th><th>claimed</th><th>measured [95% interval]</th>"
+        f"<th>rounds</th><th>verdict</th></tr>{rows}</table>"
+    )
+
+
 def build_html(
     runs: list[dict],
     results: dict[str, dict],
@@ -159,6 +176,7 @@ def build_html(
             table = "<p>No results recorded.</p>"
         if not refs:
             table += "<p class='meta'>No reference GPU results are recorded for this notebook yet.</p>"
+        table += _claims_table(local.get("claims", []))
         failure = ""
         if run.get("error") or info["errors"]:
             failure = "<p class='failed'>" + html.escape("; ".join(info["errors"] or [run["error"]])) + "</p>"
@@ -184,6 +202,10 @@ def build_html(
     )
     ok = len([r for r in runs if r["status"] == "ok"])
     total = sum(r["wall_s"] for r in runs)
+    decided = [c for r in results.values() for c in r.get("claims", [])]
+    counts = ", ".join(f"{sum(c['verdict'] == v for c in decided)} {v}" for v in (HOLDS, UNDECIDED, CONTRADICTED))
+    noisy = noisy_run(decided) if decided else None
+    claims_line = f"Timing claims: {counts}." + (f" <span class='failed'>{html.escape(noisy)}</span>" if noisy else "")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>AI Workload Lab report</title>
 <style>{_STYLE}</style>
@@ -192,6 +214,8 @@ def build_html(
 <p>Profile <b>{html.escape(profile)}</b>: {ok} of {len(runs)} notebooks ran, in {total:.0f} s of wall time.
 Every number below was measured on the machine in the card, on this run; reference results are labelled with
 the GPU and software they came from.</p>
+<p>{claims_line} Each claim was measured in interleaved rounds and decided on a 95% interval: it holds, is
+contradicted (the notebook then fails), or is undecided (too noisy to tell on this run).</p>
 <h2>Summary</h2>
 <table><tr><th>notebook</th><th>status</th><th>wall (s)</th><th>the question</th></tr>{"".join(rows)}</table>
 <h2>Machine card</h2><table>{card_rows or "<tr><td>no results recorded</td></tr>"}</table>
@@ -238,4 +262,7 @@ def main(
     write_json_atomic(build / "runs.json", runs)
     report = write_text_atomic(build / "report.html", build_html(runs, results, executed, profile, reference_root))
     print(f"report: wrote {report}")
-    return 0 if all(r["status"] == "ok" for r in runs) else 1
+    problem = noisy_run([c for r in results.values() for c in r.get("claims", [])])
+    if problem:
+        print(f"report: {problem}")
+    return 0 if all(r["status"] == "ok" for r in runs) and problem is None else 1

@@ -11,6 +11,7 @@ GOOD = """import labkit
 import matplotlib.pyplot as plt
 log = labkit.ResultLog("00_good", labkit.machine_card("cpu", profile=labkit.resolve_profile(PROFILE)))
 log.headline(answer=42)
+labkit.claims.compare({"x": lambda: 2.0}, claim="x is above 1", expect=(">", 1), timed=False, log=log)
 log.save()
 fig, ax = plt.subplots(figsize=(4, 3))
 ax.plot([1, 2, 3], [1, 4, 9])
@@ -57,6 +58,9 @@ def test_report_runs_every_notebook_reports_failures_and_is_one_self_contained_f
     assert "reference: NVIDIA H200, torch 2.14.1, CUDA 13.0" in page
     assert "Why is <code>x</code> so <b>slow</b>?" in page  # the question, from the notebook
     assert "RuntimeError: deliberate failure" in page and "Machine card" in page
+    # Each notebook's timing claims, with the verdict; the run's count at the top.
+    assert "<td>x is above 1</td><td>&gt; 1</td><td>2 [2, 2]</td><td>5</td><td class='ok'>holds</td>" in page
+    assert "Timing claims: 1 holds, 0 undecided, 0 contradicted." in page
     assert page.count("<section id=") == 2 and "<h2>00 · Good</h2>" in page
     # One plot, embedded, captioned with its section; nothing is fetched from anywhere.
     images = re.findall(r"<img [^>]*src='([^']*)'", page)
