@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from .device import sync
+from .timing import MeasurementError
 
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
 HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
@@ -220,12 +221,16 @@ def block_timer(
     around the timed calls (notebook 04 holds a block of memory while the same step is timed).
     """
     device = torch.device(device) if device is not None else None
-    for _ in range(warmup):
+    try:
+        for _ in range(warmup):
+            fn()
+        sync(device)
+        start = timeit.default_timer()
         fn()
-    sync(device)
-    start = timeit.default_timer()
-    fn()
-    sync(device)
+        sync(device)
+    except Exception as exc:  # the variant's own failure, reported before any round is timed
+        name = getattr(fn, "__name__", "variant")
+        raise MeasurementError(f"{name!r} raised {type(exc).__name__} while warming up: {exc}") from exc
     one = max(timeit.default_timer() - start, 1e-7)
     calls = max(1, min(10_000, math.ceil(block_s / one)))
 

@@ -8,6 +8,7 @@ import pytest
 
 from labkit import claims
 from labkit.records import ResultLog
+from labkit.timing import MeasurementError
 
 
 def noisy_machine(true_s: float, rng: np.random.Generator, busy: float = 0.4, worst: float = 4.0):
@@ -249,3 +250,12 @@ def test_claims_on_the_same_rounds_keep_measuring_until_all_are_decided(monkeypa
         )
     with pytest.raises(ValueError, match="also"):
         claims.compare({"a": lambda: 1.0}, claim="c", expect=(">", 0), timed=False, also=[{"claim": "x"}])
+
+
+def test_a_failing_variant_is_a_clear_error_before_any_round():
+    def broken():
+        raise ZeroDivisionError("no data")
+
+    with pytest.raises(MeasurementError, match="ZeroDivisionError while warming up: no data"):
+        claims.compare({"ok": lambda: None, "broken": broken}, claim="c", quantity=claims.ratio("ok", "broken"),
+                       expect=(">", 1))  # fmt: skip
