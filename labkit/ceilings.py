@@ -5,8 +5,10 @@ Taught in notebook 00; later notebooks place their operations on this roofline.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .flops import matmul_flops
@@ -93,6 +95,46 @@ def measure_roofline(
     peak = measure_matmul_ceiling(device, dtype, n=n, min_run_s=min_run_s)
     bandwidth = measure_copy_bandwidth(device, mib=mib, min_run_s=min_run_s)
     return Roofline(peak.value, bandwidth.value, label=f"{str(dtype).removeprefix('torch.')} roofline")
+
+
+CEILING_MATMUL, CEILING_COPY = "matmul (ceiling)", "copy (ceiling)"
+
+
+@dataclass
+class CeilingCalls:
+    """The two ceilings' calls, to be timed in the *same* interleaved rounds as the operations a timing claim
+    compares with them (:mod:`labkit.claims`; notebooks 00, 01 and 07).
+
+    A roofline measured once, seconds before or after, can land in a busy moment of the machine and make every
+    prediction from it wrong by that moment's factor; timed round by round beside the operations, the ceilings
+    and the operations see the machine in the same state. ``peak``, ``bandwidth`` and ``predict_seconds`` take
+    the per-variant statistics (floats or arrays of bootstrap resamples).
+    """
+
+    n: int
+    mib: int
+    variants: dict[str, Callable[[], object]]
+
+    def peak(self, stats):
+        """FLOP/s of the n×n matmul: 2·n³ FLOPs per call."""
+        return matmul_flops(self.n, self.n, self.n) / stats[CEILING_MATMUL]
+
+    def bandwidth(self, stats):
+        """Bytes per second of the copy, bytes read plus bytes written (as :func:`measure_copy_bandwidth`)."""
+        return 2 * self.mib * 2**20 / stats[CEILING_COPY]
+
+    def predict_seconds(self, stats, flops: float, bytes_moved: float):
+        """The roofline's time: max(FLOPs ÷ peak, bytes ÷ bandwidth), from the ceilings in ``stats``."""
+        return np.maximum(flops / self.peak(stats), bytes_moved / self.bandwidth(stats))
+
+
+def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> CeilingCalls:
+    """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.compare`."""
+    device = torch.device(device)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    src = torch.ones(mib * 2**20 // 4, device=device)
+    dst = torch.empty_like(src)
+    return CeilingCalls(n, mib, {CEILING_MATMUL: lambda: torch.matmul(a, b), CEILING_COPY: lambda: dst.copy_(src)})
 
 
 @dataclass

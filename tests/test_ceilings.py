@@ -33,3 +33,15 @@ def test_dtype_choice_and_datasheets():
     assert ceilings.low_precision_dtype("cpu") == torch.bfloat16
     assert ceilings.datasheet_for("NVIDIA H200")["bf16_tflops"] == 989.0
     assert ceilings.datasheet_for("a laptop") is None
+
+
+def test_ceiling_calls_turn_round_statistics_into_the_roofline_exactly():
+    calls = ceilings.ceiling_calls("cpu", n=64, mib=1)
+    assert set(calls.variants) == {ceilings.CEILING_MATMUL, ceilings.CEILING_COPY}
+    for fn in calls.variants.values():
+        fn()  # both run
+    stats = {ceilings.CEILING_MATMUL: 2 * 64**3 / 1e9, ceilings.CEILING_COPY: 2 * 2**20 / 1e10}  # 1 GFLOP/s, 10 GB/s
+    assert calls.peak(stats) == pytest.approx(1e9)
+    assert calls.bandwidth(stats) == pytest.approx(1e10)
+    assert calls.predict_seconds(stats, 2e9, 1e9) == pytest.approx(2.0)  # compute-bound: 2 s of FLOPs, 0.1 s of bytes
+    assert calls.predict_seconds(stats, 1e6, 1e10) == pytest.approx(1.0)  # memory-bound
