@@ -14,9 +14,10 @@ disturbed repeat):
    bootstrap over rounds: rounds are resampled whole, so each resample keeps the pairing of variants.
 4. **Sequential**: after ``min_rounds`` the claim is decided after every round; more rounds are taken only
    while it is undecided, up to ``budget_s`` seconds (and ``max_rounds``).
-5. **Three outcomes**: *holds* (the whole interval is on the claimed side of the margin), *contradicted*
-   (the whole interval is on the wrong side) or *undecided* (the interval straddles the margin: too noisy to
-   tell; the verdict says how noisy, with the spread over rounds and the load average, and what to do).
+5. **Three outcomes**: *holds* (the whole 95% interval is on the claimed side of the margin), *contradicted*
+   (even the wider 99% interval is wholly on the wrong side, over at least 5 rounds: the verdict that fails a
+   test needs the stronger evidence) or *undecided* (too noisy to tell; the verdict says how noisy, with the
+   spread over rounds and the load average, and what to do).
 
 A learner sees one verdict line and the lesson goes on. With ``LABKIT_CLAIMS=strict`` (set by ``make test``
 and ``make report``) a contradicted claim raises :class:`ClaimContradicted`, which fails the notebook.
@@ -41,6 +42,10 @@ from .timing import MeasurementError
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
 HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
 RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval's ends to settle to ~1%
+# A contradicted claim fails a test run, so it needs stronger evidence than "holds": its 99% interval must lie
+# wholly on the wrong side, over at least this many rounds (a bootstrap over 3 or 4 rounds is overconfident).
+CONTRADICTION_CONFIDENCE = 0.99
+MIN_ROUNDS_TO_CONTRADICT = 5
 _OPS = (">", "<", "between")
 
 
@@ -82,11 +87,13 @@ class Expectation:
             raise ValueError(f"expect ('between', low, high) needs low < high, got {spec!r}")
         return cls(op, float(values[0]), float(values[1]))
 
-    def verdict(self, low: float, high: float) -> str:
-        """Holds if the interval [low, high] lies inside the claimed region, contradicted if wholly outside."""
+    def verdict(self, low: float, high: float, wide: tuple[float, float] | None = None) -> str:
+        """Holds if the interval [low, high] lies inside the claimed region; contradicted if the ``wide`` interval
+        (the same one if not given) lies wholly outside it; undecided otherwise."""
         if self.low < low and high < self.high:
             return HOLDS
-        if high < self.low or low > self.high:
+        wide_low, wide_high = wide if wide is not None else (low, high)
+        if wide_high < self.low or wide_low > self.high:
             return CONTRADICTED
         return UNDECIDED
 
@@ -153,8 +160,8 @@ class Claim:
             )
         elif self.verdict == CONTRADICTED:
             lines.append(
-                "  on this machine the measurement is confidently on the wrong side of the claim: "
-                "read the explanation below, and tell us (with your machine card) if it surprises you."
+                "  on this machine the measurement is confidently on the wrong side of the claim (even its 99% "
+                "interval): read the explanation below, and tell us (with your machine card) if it surprises you."
             )
         return "\n".join(lines)
 
@@ -288,8 +295,14 @@ def decide(
     if values.size == 0 or not math.isfinite(estimate):
         raise ValueError("the claim's quantity is not a finite number for these measurements")
     tail = (1.0 - confidence) / 2
-    low, high = (float(v) for v in np.quantile(values, [tail, 1.0 - tail]))
-    return Expectation.parse(expect).verdict(low, high), estimate, low, high, stats
+    wide_tail = (1.0 - max(confidence, CONTRADICTION_CONFIDENCE)) / 2
+    low, high, wide_low, wide_high = (
+        float(v) for v in np.quantile(values, [tail, 1.0 - tail, wide_tail, 1.0 - wide_tail])
+    )
+    verdict = Expectation.parse(expect).verdict(low, high, wide=(wide_low, wide_high))
+    if verdict == CONTRADICTED and table.shape[0] < MIN_ROUNDS_TO_CONTRADICT:
+        verdict = UNDECIDED  # too few rounds to fail anything on
+    return verdict, estimate, low, high, stats
 
 
 def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:

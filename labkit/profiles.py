@@ -146,7 +146,7 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "10_sharing_a_gpu": {
         "quick": dict(
-            d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=400,
+            d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=300,
             watch_s=0.5, n_gpus=16, inference_gpus=9, peak_gpus=9, trough_gpus=1.5,
             jobs_per_hour=3.5, job_steps=700_000, preemption_cost_s=300, min_run_s=0.1,
         ),

@@ -259,3 +259,20 @@ def test_a_failing_variant_is_a_clear_error_before_any_round():
     with pytest.raises(MeasurementError, match="ZeroDivisionError while warming up: no data"):
         claims.compare({"ok": lambda: None, "broken": broken}, claim="c", quantity=claims.ratio("ok", "broken"),
                        expect=(">", 1))  # fmt: skip
+
+
+def test_contradiction_needs_five_rounds_and_the_99_percent_interval():
+    rng = np.random.default_rng(5)
+    rounds = {"a": list(1.0 + 0.01 * rng.random(8)), "b": list(1.0 + 0.01 * rng.random(8))}
+    false_claim = dict(quantity=claims.ratio("a", "b"), expect=(">", 1.5))  # a / b is 1.0
+    assert claims.decide({k: v[:4] for k, v in rounds.items()}, **false_claim)[0] == claims.UNDECIDED
+    assert claims.decide({k: v[:5] for k, v in rounds.items()}, **false_claim)[0] == claims.CONTRADICTED
+    # A margin between the 95% and the 99% upper ends: the 95% interval is wholly below it, the 99% one is not,
+    # so the claim is undecided (a contradiction, which fails a test, needs the 99% interval).
+    noisy = {"x": list(1.0 + 0.2 * rng.random(12))}
+    _, _, _, high95, _ = claims.decide(noisy, lambda s: s["x"], (">", 0.0), confidence=0.95)
+    _, _, _, high99, _ = claims.decide(noisy, lambda s: s["x"], (">", 0.0), confidence=0.99)
+    assert high95 < high99
+    margin = (high95 + high99) / 2
+    assert claims.decide(noisy, lambda s: s["x"], (">", margin))[0] == claims.UNDECIDED
+    assert claims.decide(noisy, lambda s: s["x"], (">", high99 * 1.01))[0] == claims.CONTRADICTED
