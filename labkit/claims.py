@@ -31,7 +31,7 @@ import os
 import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -305,6 +305,28 @@ def decide(
     return verdict, estimate, low, high, stats
 
 
+def _claim(statement, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit):
+    """A :class:`Claim` from decided rounds, with the spread and the machine's load at this moment."""
+    return Claim(
+        statement=statement,
+        expect=str(expectation),
+        verdict=verdict,
+        estimate=estimate,
+        low=low,
+        high=high,
+        confidence=confidence,
+        rounds=len(next(iter(samples.values()))),
+        seconds=0.0,
+        stats=stats,
+        spread=_spread(samples),
+        samples={n: list(v) for n, v in samples.items()},
+        prediction=prediction,
+        unit=unit,
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        cpus=os.cpu_count(),
+    )
+
+
 def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """IQR / median of each variant's rounds: how noisy the measurement was (shown when undecided)."""
     spread = {}
@@ -312,10 +334,6 @@ def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:
         q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
         spread[name] = float((q3 - q1) / median) if median else float("inf")
     return spread
-
-
-def _load_average() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def _better(better: str | Mapping[str, str], name: str) -> str:
@@ -419,25 +437,9 @@ def compare(
                 break
     finally:
         torch.set_num_threads(saved_threads)
-    result = Claim(
-        statement=claim,
-        expect=str(expectation),
-        verdict=verdict,
-        estimate=estimate,
-        low=low,
-        high=high,
-        confidence=confidence,
-        rounds=rounds,
-        seconds=round(time.perf_counter() - start, 3),
-        stats=stats,
-        spread=_spread(samples),
-        samples=samples,
-        prediction=prediction,
-        unit=unit,
-        threads=threads if threads is not None else saved_threads,
-        load_average=_load_average(),
-        cpus=os.cpu_count(),
-    )
+    result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
+    result.seconds = round(time.perf_counter() - start, 3)
+    result.threads = threads if threads is not None else saved_threads
     report(result, log=log, show=show and not extra, raise_now=not extra)
     for e in extra:
         result.others.append(
@@ -505,22 +507,18 @@ def restate(
     verdict, estimate, low, high, stats = decide(
         measured.samples, quantity, expectation, better=better, quantile=quantile, confidence=measured.confidence
     )
-    result = Claim(
-        **{
-            **asdict(measured),
-            **dict(
-                statement=claim,
-                expect=str(expectation),
-                verdict=verdict,
-                estimate=estimate,
-                low=low,
-                high=high,
-                stats=stats,
-                prediction=prediction,
-                unit=unit,
-                others=[],
-            ),
-        }
+    result = replace(
+        measured,
+        statement=claim,
+        expect=str(expectation),
+        verdict=verdict,
+        estimate=estimate,
+        low=low,
+        high=high,
+        stats=stats,
+        prediction=prediction,
+        unit=unit,
+        others=[],
     )
     return report(result, log=log, show=show, raise_now=raise_now)
 
@@ -545,24 +543,7 @@ def from_rounds(
     verdict, estimate, low, high, stats = decide(
         samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
     )
-    result = Claim(
-        statement=claim,
-        expect=str(expectation),
-        verdict=verdict,
-        estimate=estimate,
-        low=low,
-        high=high,
-        confidence=confidence,
-        rounds=len(next(iter(samples.values()))),
-        seconds=0.0,
-        stats=stats,
-        spread=_spread(samples),
-        samples={n: list(v) for n, v in samples.items()},
-        prediction=prediction,
-        unit=unit,
-        load_average=_load_average(),
-        cpus=os.cpu_count(),
-    )
+    result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
     return report(result, log=log, show=show)
 
 

@@ -11,7 +11,7 @@ def test_record_fields_are_consistent():
     a = torch.randn(128, 128)
     rec = timing.measure(torch.matmul, a, a, min_run_s=0.05, items=128)
     assert rec.min_s <= rec.median_s <= rec.max_s
-    assert rec.blocks >= 4 and rec.calls_per_block >= 1
+    assert rec.blocks == len(rec.times_s) >= 1 and rec.calls_per_block >= 1  # how many depends on the machine
     assert rec.threads == torch.get_num_threads()
     assert rec.device == "cpu"
     assert rec.items_per_s == pytest.approx(128 / rec.median_s)
