@@ -236,6 +236,7 @@ class competing_load:  # noqa: N801 (used like a function: ``with competing_load
         self.n = n
         self._stop = None
         self._thread = None
+        self.iterations = 0  # matmuls the competing thread has done: proof that it really ran
 
     def __enter__(self) -> competing_load:
         import threading
@@ -247,6 +248,7 @@ class competing_load:  # noqa: N801 (used like a function: ``with competing_load
             while not self._stop.is_set():
                 a @ a
                 sync(self.device)
+                self.iterations += 1
 
         self._thread = threading.Thread(target=burn, name="labkit-competing-load", daemon=True)
         self._thread.start()

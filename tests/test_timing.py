@@ -110,20 +110,19 @@ def test_helpers():
     assert s["median_s"] == 2.5 and s["min_s"] == 1.0 and s["max_s"] == 4.0 and s["n"] == 4
 
 
-def test_competing_load_slows_work_and_stops_its_thread():
+def test_competing_load_really_competes_and_stops_its_thread():
     import threading
 
-    a = torch.randn(384, 384)
-    quiet = claims.block_timer(lambda: torch.matmul(a, a))
-
-    def busy() -> float:
-        with timing.competing_load("cpu"):
-            assert any(t.name == "labkit-competing-load" for t in threading.enumerate())
-            return quiet()
-
-    result = claims.compare(
-        {"busy": busy, "quiet": quiet}, claim="a competing thread slows a matmul", quantity=claims.ratio("busy", "quiet"),
-        expect=(">", 1.1), timed=False, show=False,
-    )  # fmt: skip
+    # Whether it slows a given piece of work depends on the machine's state (notebook 00 decides that as a claim;
+    # beside a busy neighbour a 2-thread matmul stalls erratically either way), so this checks what is certain:
+    # the thread does real work while the block runs, and none after it.
+    with timing.competing_load("cpu", n=128) as load:
+        assert any(t.name == "labkit-competing-load" for t in threading.enumerate())
+        deadline = time.monotonic() + 10
+        while load.iterations < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert load.iterations >= 5
     assert not any(t.name == "labkit-competing-load" for t in threading.enumerate())
-    assert result.verdict != claims.CONTRADICTED, str(result)
+    done = load.iterations
+    time.sleep(0.05)
+    assert load.iterations == done
