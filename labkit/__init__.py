@@ -51,7 +51,7 @@ from .plots import (  # noqa: E402
 )
 from .profiles import resolve_profile, settings  # noqa: E402
 from .records import ResultLog, load_reference, machine_card  # noqa: E402
-from .scaling import fit_linear, fit_power_law, sweep  # noqa: E402
+from .scaling import fit_linear, fit_power_law  # noqa: E402
 from .timing import MeasurementError, TimingRecord, measure, throughput  # noqa: E402
 from .widgets import interact  # noqa: E402
 
@@ -95,7 +95,6 @@ __all__ = [
     "resolve_profile",
     "settings",
     "state_bytes",
-    "sweep",
     "sync",
     "throughput",
     "torchvision_model",

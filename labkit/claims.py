@@ -327,6 +327,12 @@ def _claim(statement, expectation, verdict, estimate, low, high, confidence, sam
     )
 
 
+def rotated(names: Sequence, round_index: int) -> list:
+    """The order of round ``round_index``: A B C, then B C A, then C A B, ... (no variant keeps one position)."""
+    shift = round_index % len(names)
+    return list(names[shift:]) + list(names[:shift])
+
+
 def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """IQR / median of each variant's rounds: how noisy the measurement was (shown when undecided)."""
     spread = {}
@@ -419,8 +425,7 @@ def compare(
         samples: dict[str, list[float]] = {n: [] for n in names}
         rounds = 0
         while True:
-            order = names[rounds % len(names) :] + names[: rounds % len(names)]  # rotate: no fixed position
-            for n in order:
+            for n in rotated(names, rounds):
                 samples[n].append(samplers[n]())
             rounds += 1
             if rounds < min_rounds:

@@ -361,13 +361,15 @@ def _rounds(
     Each block is ``steps[name]`` calls between barriers, and each value is the slowest rank's (all ranks agree),
     so the parent can decide claims on the rounds with :func:`labkit.claims.from_rounds`.
     """
+    from .claims import rotated
+
     names = list(fns)
     for name in names:
         for _ in range(warmup):
             fns[name]()
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in rotated(names, r):
             _sync(ctx)
             dist.barrier()
             start = time.perf_counter()

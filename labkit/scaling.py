@@ -1,19 +1,16 @@
-"""How cost grows with size: sweeps over a size, and power laws fitted on log–log axes.
+"""How cost grows with size: power laws and straight lines fitted to measured sizes.
 
-Taught in notebook 02 (input size) and notebook 03 (model size); notebook 11 builds its job
-estimates on the same fits.
+Taught in notebook 02 (input size) and notebook 03 (model size), where the sizes are timed in interleaved
+rounds by labkit.claims; notebook 11 builds its job estimates on the same fits.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from .plots import progress
-from .timing import TimingRecord, measure
 
 
 @dataclass(frozen=True)
@@ -83,22 +80,3 @@ def fit_linear(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
     total = ((y - y.mean()) ** 2).sum()
     r2 = 1.0 - (residual**2).sum() / total if total > 0 else 1.0
     return LinearFit(float(intercept), float(slope), float(r2), len(x))
-
-
-def sweep(
-    sizes: Sequence,
-    make_call: Callable[[object], tuple[Callable, tuple]],
-    desc: str = "sweep",
-    **measure_kwargs,
-) -> dict:
-    """Measure ``fn(*args)`` for each size, where ``make_call(size)`` returns ``(fn, args)``.
-
-    Returns ``{size: TimingRecord}``; shows a ``tqdm.auto`` progress bar. Inputs are built per
-    size and dropped before the next, so the sweep's memory is that of its largest point.
-    """
-    records: dict[object, TimingRecord] = {}
-    for size in progress(sizes, desc=desc):
-        fn, args = make_call(size)
-        records[size] = measure(fn, *args, label=f"{desc} {size}", **measure_kwargs)
-        del fn, args
-    return records

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -30,13 +28,6 @@ def test_bad_input_is_a_clear_error():
         scaling.fit_power_law([1, -2], [1.0, 2.0])
     with pytest.raises(ValueError, match="same length"):
         scaling.fit_power_law([1, 2, 3], [1.0, 2.0])
-
-
-def test_sweep_measures_each_size_and_grows_with_it():
-    records = scaling.sweep([0.001, 0.004], lambda s: (time.sleep, (s,)), desc="sleep", min_run_s=0.05)
-    assert list(records) == [0.001, 0.004]
-    assert records[0.004].median_s > 2 * records[0.001].median_s
-    assert records[0.001].label == "sleep 0.001"
 
 
 def test_linear_fit_separates_fixed_and_per_unit_cost():
