@@ -2,65 +2,53 @@
 
 Each public helper's docstring names the notebook that teaches it. The most used ones are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
+Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
+call, ``lab = labkit.start("05_batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
 """
 
-import logging
-import os
-
-# torch.utils.benchmark and the profiler import kineto, which logs to stderr unless told not to;
-# this only works before torch is first imported.
-os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-# torch.utils.benchmark imports cpp_extension, which warns on every CPU-only machine that it found
-# no CUDA runtime; that is expected here and only confuses a learner.
-logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-
-from . import claims  # noqa: E402
-from .allocator import keep_freed_memory  # noqa: E402
-
-keep_freed_memory()  # before the first tensor is allocated: steadier CPU timings (see labkit.allocator)
-
-from .ceilings import (  # noqa: E402
+from . import claims
+from .ceilings import (
     Roofline,
     low_precision_dtype,
     measure_copy_bandwidth,
     measure_matmul_ceiling,
     measure_roofline,
 )
-from .device import choose_device, describe, sync  # noqa: E402
-from .exercises import check  # noqa: E402
-from .flops import (  # noqa: E402
+from .device import choose_device, describe, sync
+from .exercises import check
+from .flops import (
     arithmetic_intensity,
     count_flops,
     count_memory_traffic,
     flops_by_operator,
     matmul_flops,
 )
-from .memory import (  # noqa: E402
+from .memory import (
     DoesNotFitError,
     MemoryRecord,
     bytes_per_parameter,
     peak_memory,
     state_bytes,
 )
-from .models import build_model, count_parameters, torchvision_model  # noqa: E402
-from .plots import (  # noqa: E402
-    plot_power_law,  # noqa: E402
+from .models import build_model, count_parameters, torchvision_model
+from .plots import (
+    plot_power_law,
     plot_roofline,
     progress,
     use_style,
 )
-from .profiles import resolve_profile, settings  # noqa: E402
-from .records import ResultLog, load_reference, machine_card  # noqa: E402
-from .scaling import fit_linear, fit_power_law  # noqa: E402
-from .timing import MeasurementError, TimingRecord, measure, throughput  # noqa: E402
-from .widgets import interact  # noqa: E402
+from .profiles import resolve_profile, settings
+from .records import ResultLog, load_reference, machine_card
+from .scaling import fit_linear, fit_power_law
+from .session import Lab, start, threads
+from .timing import MeasurementError, TimingRecord, measure, throughput
+from .widgets import interact
 
 __version__ = "0.1.0"
 
-use_style()
-
 __all__ = [
     "DoesNotFitError",
+    "Lab",
     "claims",
     "MeasurementError",
     "MemoryRecord",
@@ -94,8 +82,10 @@ __all__ = [
     "progress",
     "resolve_profile",
     "settings",
+    "start",
     "state_bytes",
     "sync",
+    "threads",
     "throughput",
     "torchvision_model",
     "use_style",

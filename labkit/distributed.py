@@ -46,6 +46,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .allocator import keep_freed_memory
+
 BACKENDS = ("auto", "gloo", "nccl")
 HOST = "127.0.0.1"
 DEFAULT_TIMEOUT_S = 600.0  # the whole run
@@ -309,6 +311,7 @@ def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
     out = Path(out_dir) if out_dir else None
     try:
         torch.set_num_threads(threads)
+        keep_freed_memory()  # the same allocator setting as the notebook that launched it (labkit.start)
         if backend == "nccl":
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
             torch.cuda.set_device(device)

@@ -112,8 +112,18 @@ def _audited_show(original):
     return show
 
 
+def audit_requested() -> bool:
+    """True when ``LABKIT_AUDIT_PLOTS`` asks for the plot audit (``1`` raises on a breach, ``warn`` prints it)."""
+    value = os.environ.get(AUDIT_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "warn"):
+        raise ValueError(
+            f"{AUDIT_ENV} must be 1 (a breach fails), warn (a breach is printed) or 0/unset, got {value!r}"
+        )
+    return value in ("1", "warn")
+
+
 def install_audit() -> None:
-    """Make ``plt.show()`` audit every open figure first (done on import when ``LABKIT_AUDIT_PLOTS`` is set).
+    """Make ``plt.show()`` audit every open figure first (``labkit.start`` does it when ``LABKIT_AUDIT_PLOTS`` is set).
 
     ``LABKIT_AUDIT_PLOTS=1`` raises :class:`PlotStyleError` on a breach; ``=warn`` prints it instead.
     """
@@ -121,12 +131,8 @@ def install_audit() -> None:
         plt.show = _audited_show(plt.show)
 
 
-if os.environ.get(AUDIT_ENV, "").strip() not in ("", "0"):
-    install_audit()
-
-
 def use_style() -> None:
-    """Apply the suite's matplotlib style (called on ``import labkit``)."""
+    """Apply the suite's matplotlib style (``labkit.start`` does it)."""
     mpl.rcParams.update(
         {
             "figure.figsize": (6.4, 3.8),

@@ -95,7 +95,7 @@ SIZES: dict[str, dict[str, dict]] = {
             d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,
             buckets_mb={"overlap: 1 MB buckets": 1, "no overlap: one bucket": 64},
             allreduce_sizes=[4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20],
-            timeout_s=120, hang_timeout_s=5, min_run_s=0.1,
+            timeout_s=120, hang_timeout_s=3, min_run_s=0.1,
         ),
         "full": dict(
             d_in=1024, hidden=4096, depth=4, classes=10, global_batch=1024, steps=10,
@@ -106,9 +106,9 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "07_latency_throughput": {
         "quick": dict(
-            d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=400, max_batches=[1, 8, 32, 128],
-            max_wait_ms=2.0, loads=[0.2, 0.5, 0.8, 0.95, 1.5, 3, 6], server_n=300, p99_bound_ms=10.0,
-            http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=16, decode_batches=[1, 4, 16, 64],
+            d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],
+            max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=300, p99_bound_ms=10.0,
+            http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=16, decode_batches=[1, 8, 32],
             speech_tokens_per_s=3.3, utterance_s=2.0, job_audio_s=3600, job_deadline_s=600, live_bound_s=1.0,
             min_run_s=0.1,
         ),

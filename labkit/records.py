@@ -209,7 +209,8 @@ def card_line(card: dict) -> str:
         parts.append(f"CUDA {card['cuda']}")
     if card.get("driver"):
         parts.append(f"driver {card['driver']}")
-    parts.append(f"{card.get('torch_threads', '?')} threads")
+    n = card.get("torch_threads", "?")
+    parts.append(f"{n} thread{'' if n == 1 else 's'}")
     if card.get("profile"):
         parts.append(f"profile {card['profile']}")
     return ", ".join(str(p) for p in parts)

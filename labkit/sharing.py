@@ -161,9 +161,11 @@ class BackgroundTrainer:
 def _train(log: Path, threads: int, max_s: float, d_in: int, hidden: int, batch: int) -> None:
     import torch.nn.functional as F
 
+    from .allocator import keep_freed_memory
     from .models import MLP
 
     torch.set_num_threads(threads)
+    keep_freed_memory()  # as in the notebook beside it (labkit.start)
     model = MLP(d_in, hidden, 3, 10)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(batch, d_in), torch.randint(0, 10, (batch,))

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
-import torch.utils.benchmark as benchmark
 
 from .device import sync
 
@@ -152,6 +151,10 @@ def measure(
     def synced_clock() -> float:
         sync(device)
         return timeit.default_timer()
+
+    # Imported here, not with labkit: it imports torch.utils.cpp_extension, which warns on every machine without
+    # CUDA ("No CUDA runtime is found") unless labkit.start has quietened that logger first.
+    from torch.utils import benchmark
 
     threads = torch.get_num_threads()
     timer = benchmark.Timer(

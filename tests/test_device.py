@@ -61,15 +61,3 @@ def test_sync_and_describe_on_cpu():
     assert info["torch_threads"] == torch.get_num_threads()
     assert "cpu" in dev.available_devices()
     assert dev.available_memory_bytes("cpu") > 0
-
-
-def test_labkit_keeps_freed_memory_and_says_so_on_the_card():
-    import sys
-
-    from labkit import allocator, records
-
-    if sys.platform.startswith("linux"):
-        assert allocator.applied, "importing labkit applies the allocator settings on glibc"
-        assert allocator.keep_freed_memory() is True
-    card = records.machine_card("cpu")
-    assert card["allocator"] == ("glibc, freed memory kept in the process" if allocator.applied else "default")

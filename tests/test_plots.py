@@ -13,8 +13,10 @@ from labkit import plots  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _close_figures():
-    yield
+def _style_and_close_figures():
+    with matplotlib.rc_context():
+        plots.use_style()  # what labkit.start applies: the Okabe–Ito colour cycle, so "C0" is in the palette
+        yield
     plt.close("all")
 
 
@@ -65,6 +67,7 @@ def test_a_rainbow_colormap_is_refused():
 def test_the_audit_makes_show_fail_in_a_notebook_process():
     code = (
         "import matplotlib; matplotlib.use('Agg'); import labkit, matplotlib.pyplot as plt\n"
+        "labkit.start('00_start_here', 'quick', 'cpu', show=False)\n"
         "fig, ax = plt.subplots(); ax.plot([1, 2], [1, 2]); ax.set(xlabel='x (m)', ylabel='y (m)'); plt.show()\n"
         "fig, ax = plt.subplots(); ax.plot([1, 2], [1, 2]); plt.show()\n"
     )
