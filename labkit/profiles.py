@@ -80,7 +80,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "05_batch_size": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
-            odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 2, 4, 8],
+            odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 8],
             load_fraction=0.5, min_run_s=0.1,
         ),
         "full": dict(
@@ -108,7 +108,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],
             max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=300, p99_bound_ms=10.0,
-            http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=16, decode_batches=[1, 8, 32],
+            http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=12, decode_batches=[1, 8, 32],
             speech_tokens_per_s=3.3, utterance_s=2.0, job_audio_s=3600, job_deadline_s=600, live_bound_s=1.0,
             min_run_s=0.1,
         ),
@@ -123,7 +123,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "08_optimisation": {
         "quick": dict(
             n_images=1536, image_size=96, out_size=32, noise=8.0, train=1024, hidden=1024, depth=3,
-            small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1, 2], loader_batch=64,
+            small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1], loader_batch=64,
             loader_images=384, repeat_fraction=0.5, cache_requests=200, gpt_size="m", new_tokens=32, compile=False,
             min_run_s=0.1,
         ),
@@ -137,7 +137,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "09_where_time_goes": {
         "quick": dict(
             n_images=1024, image_size=96, blur_sigma=1.5, hidden=1024, depth=3, batch=64, steps=12,
-            workers=[0, 1, 2], profile_steps=5, sync_steps=30, min_run_s=0.1,
+            workers=[0, 1], profile_steps=5, sync_steps=30, min_run_s=0.1,
         ),
         "full": dict(
             n_images=4096, image_size=128, blur_sigma=1.5, hidden=2048, depth=4, batch=256, steps=30,

@@ -131,6 +131,28 @@ def amdahl(fraction_sped_up, speedup: float):
     return float(result) if result.ndim == 0 else result
 
 
+def loader_speedup(waiting_share, workers: int, idle_cores):
+    """The most DataLoader workers can speed up an input-bound loop, from first principles (notebooks 08, 09).
+
+    With ``num_workers=0`` a fraction ``waiting_share`` of each step decodes data and the rest computes, one after
+    the other in the main process. With workers, the main process only computes while ``workers`` processes
+    decode; they run in parallel only on cores no other program uses: ``idle_cores`` (measured with
+    :func:`labkit.timing.idle_cores`) less the one the main process needs. A step then takes the longer of
+    computing and decoding spread over those cores; with no core free, nothing overlaps (1.0). Array inputs
+    (bootstrap resamples) give an array.
+    """
+    d = np.asarray(waiting_share, dtype=float)
+    if ((d < 0.0) | (d > 1.0)).any():
+        raise ValueError(f"waiting_share must be between 0 and 1, got {waiting_share}")
+    if workers < 0:
+        raise ValueError(f"workers must be 0 or more, got {workers}")
+    parallel = np.minimum(workers, np.maximum(np.asarray(idle_cores, dtype=float) - 1.0, 0.0))
+    with np.errstate(divide="ignore"):
+        step = np.maximum(1.0 - d, np.where(parallel > 0, d / np.maximum(parallel, 1e-12), np.inf))
+    result = np.where(parallel > 0, np.maximum(1.0, 1.0 / step), 1.0)
+    return float(result) if result.ndim == 0 else result
+
+
 def diagnose(timing: LoopTiming, sync_share: float = 0.0) -> list[str]:
     """Turn a loop's measured split into the next action (notebook 09's checklist)."""
     advice = []

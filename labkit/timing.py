@@ -9,6 +9,7 @@ torch thread count (``Timer`` defaults to one thread), and a JSON-ready record.
 from __future__ import annotations
 
 import statistics
+import time
 import timeit
 import warnings
 from collections.abc import Callable
@@ -260,3 +261,33 @@ class competing_load:  # noqa: N801 (used like a function: ``with competing_load
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(idle, total) CPU time of the whole machine so far, from Linux's /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    return fields[3] + fields[4], sum(fields)
+
+
+def idle_cores(seconds: float = 0.2) -> float | None:
+    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 08 and 09).
+
+    The calling process sleeps meanwhile, so on an idle 4-core machine this is about 4.0; a browser tab or a
+    second job that keeps one core busy brings it to about 3.0. Data-loader workers can only run in parallel
+    on such free cores: with none free they add work instead of overlapping it. Read from Linux's
+    ``/proc/stat`` (the kernel's CPU-time counters); None where that file does not exist.
+    """
+    if seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds}")
+    start = _cpu_jiffies()
+    if start is None:
+        return None
+    time.sleep(seconds)
+    end = _cpu_jiffies()
+    total = end[1] - start[1]
+    cpus = sum(1 for line in open("/proc/stat") if line.startswith("cpu") and line[3].isdigit())
+    return cpus * (end[0] - start[0]) / total if total > 0 else None

@@ -3,6 +3,7 @@
 import json
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -52,3 +53,18 @@ def test_profiler_table_and_trace(tmp_path):
     assert sum(1 for e in events if e.get("name") == "aten::mm") == 3  # only the recorded steps, not the warm-up
     with pytest.raises(ValueError):
         profiling.profile_steps(lambda: None, steps=0)
+
+
+def test_loader_speedup_is_the_slower_of_computing_and_decoding_on_the_free_cores():
+    # 60% of a step decodes, 40% computes: one free core for one worker leaves the decoding (0.6) as the step.
+    assert profiling.loader_speedup(0.6, 1, idle_cores=2.0) == pytest.approx(1 / 0.6)
+    # two workers on two free cores: decoding 0.3 each, so computing (0.4) is the step
+    assert profiling.loader_speedup(0.6, 2, idle_cores=3.0) == pytest.approx(1 / 0.4)
+    # more workers than free cores: only the free ones count; none free, nothing overlaps
+    assert profiling.loader_speedup(0.6, 4, idle_cores=2.0) == pytest.approx(1 / 0.6)
+    assert profiling.loader_speedup(0.6, 2, idle_cores=1.0) == 1.0
+    assert profiling.loader_speedup(0.6, 0, idle_cores=8.0) == 1.0
+    both = profiling.loader_speedup(np.array([0.6, 0.8]), 1, np.array([2.0, 2.0]))
+    assert both == pytest.approx([1 / 0.6, 1 / 0.8])
+    with pytest.raises(ValueError, match="waiting_share"):
+        profiling.loader_speedup(1.5, 1, 2.0)

@@ -1,3 +1,4 @@
+import sys
 import time
 
 import pytest
@@ -126,3 +127,28 @@ def test_competing_load_really_competes_and_stops_its_thread():
     done = load.iterations
     time.sleep(0.05)
     assert load.iterations == done
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="read from Linux's /proc/stat")
+def test_idle_cores_sees_a_busy_core():
+    import multiprocessing as mp
+
+    quiet = timing.idle_cores(0.3)
+    stop = mp.get_context("fork").Event()
+    spinner = mp.get_context("fork").Process(target=_spin_until, args=(stop,), daemon=True)
+    spinner.start()
+    try:
+        time.sleep(0.1)
+        busy = timing.idle_cores(0.3)
+    finally:
+        stop.set()
+        spinner.join(timeout=5)
+    # a process spinning on one core takes about one core's worth of idle time away (the machine may be busier)
+    assert busy <= quiet - 0.5, (quiet, busy)
+    with pytest.raises(ValueError, match="positive"):
+        timing.idle_cores(0)
+
+
+def _spin_until(stop) -> None:
+    while not stop.is_set():
+        pass
