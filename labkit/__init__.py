@@ -31,20 +31,34 @@ from .memory import (
     state_bytes,
 )
 from .models import build_model, count_parameters, torchvision_model
-from .plots import (
-    plot_power_law,
-    plot_roofline,
-    progress,
-    use_style,
-)
 from .profiles import resolve_profile, settings
 from .records import ResultLog, load_reference, machine_card
 from .scaling import fit_linear, fit_power_law
 from .session import Lab, start, threads
 from .timing import MeasurementError, TimingRecord, measure, throughput
-from .widgets import interact
 
 __version__ = "0.1.0"
+
+# Loaded on first use, so that a process that only measures (a DDP worker, the background trainer) imports
+# neither matplotlib nor tqdm nor ipywidgets.
+_LAZY = {"plot_power_law": "plots", "plot_roofline": "plots", "progress": "plots", "use_style": "plots",
+         "interact": "widgets"}  # fmt: skip
+_LAZY_MODULES = ("plots", "widgets", "report", "doctor", "cluster", "serving", "sharing", "distributed", "data",
+                 "estimate", "precision", "profiling", "procs")  # fmt: skip
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'labkit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DoesNotFitError",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit doctor`` and ``python -m labkit report``."""
+"""Command line: ``python -m labkit doctor``, ``python -m labkit report`` and ``python -m labkit settings``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
     rep.add_argument("--build", default="build", help="output folder (default: build)")
     rep.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
+    sub.add_parser("settings", help="list every LABKIT_* environment variable: meaning, allowed values, default")
     args = parser.parse_args(argv)
+
+    if args.command == "settings":
+        from .environment import markdown_table
+
+        print(markdown_table())
+        return 0
 
     if args.command == "doctor":
         from .doctor import run

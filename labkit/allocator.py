@@ -13,8 +13,9 @@ reason; this needs no extra library. Set ``LABKIT_MALLOPT=0`` to leave the alloc
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
+
+from . import environment
 
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # from glibc's malloc.h
 _SETTINGS = {_M_MMAP_THRESHOLD: 1 << 30, _M_TRIM_THRESHOLD: (1 << 31) - 1, _M_TOP_PAD: 256 << 20}
@@ -27,7 +28,7 @@ def keep_freed_memory() -> bool:
     global applied
     if applied:
         return True
-    if os.environ.get("LABKIT_MALLOPT", "1") == "0" or not sys.platform.startswith("linux"):
+    if not environment.get("LABKIT_MALLOPT") or not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from . import environment, session
 from .device import sync
 from .timing import MeasurementError
 
@@ -55,10 +56,7 @@ class ClaimContradicted(AssertionError):
 
 def strict() -> bool:
     """True under ``make test`` / ``make report`` (``LABKIT_CLAIMS=strict``): contradicted claims raise."""
-    value = os.environ.get(CLAIMS_ENV, "").strip().lower()
-    if value not in ("", "strict", "report"):
-        raise ValueError(f"{CLAIMS_ENV} must be 'strict' (contradicted claims raise) or unset, got {value!r}")
-    return value == "strict"
+    return environment.get(CLAIMS_ENV) == "strict"
 
 
 @dataclass(frozen=True)
@@ -413,11 +411,9 @@ def compare(
         extra.append(dict(spec, expect=Expectation.parse(spec["expect"])))
     device = torch.device(device) if device is not None else None
     names = list(variants)
-    saved_threads = torch.get_num_threads()
+    used_threads = threads if threads is not None else torch.get_num_threads()
     start = time.perf_counter()
-    try:
-        if threads is not None:
-            torch.set_num_threads(threads)
+    with session.threads(used_threads):  # restored afterwards, whatever happens
         if timed:
             samplers = {n: block_timer(variants[n], device, block_s, warmup) for n in names}
         else:
@@ -440,11 +436,9 @@ def compare(
             )
             if not pending or rounds >= max_rounds or time.perf_counter() - start >= budget_s:
                 break
-    finally:
-        torch.set_num_threads(saved_threads)
     result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
     result.seconds = round(time.perf_counter() - start, 3)
-    result.threads = threads if threads is not None else saved_threads
+    result.threads = used_threads
     report(result, log=log, show=show and not extra, raise_now=not extra)
     for e in extra:
         result.others.append(

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from . import environment
+
 DEVICE_ENV = "LABKIT_DEVICE"
 ALLOWED_DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 
@@ -33,7 +35,7 @@ def choose_device(name: str | torch.device | None = "auto") -> torch.device:
         name = str(name)
     requested = (name or "auto").strip().lower()
     if requested == "auto":
-        requested = os.environ.get(DEVICE_ENV, "auto").strip().lower() or "auto"
+        requested = environment.get(DEVICE_ENV)
     if requested == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())

@@ -46,10 +46,17 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from . import environment
 from .allocator import keep_freed_memory
+from .procs import (
+    HOST,
+    child_env,
+    die_with_parent,
+    port_in_use,  # noqa: F401 (notebooks 06 and 07 check ports with distributed.port_in_use)
+    stop,
+)
 
 BACKENDS = ("auto", "gloo", "nccl")
-HOST = "127.0.0.1"
 DEFAULT_TIMEOUT_S = 600.0  # the whole run
 DEFAULT_COLLECTIVE_TIMEOUT_S = 20.0  # one collective (and the start-up rendezvous)
 _GRACE_S = 2.0  # between SIGTERM and SIGKILL when stopping workers
@@ -72,19 +79,6 @@ _LAUNCHED: list[subprocess.Popen] = []  # every worker this process started, for
 def running_workers() -> list[int]:
     """PIDs of workers started by :func:`launch` in this process that are still running (should be none)."""
     return [p.pid for p in _LAUNCHED if p.poll() is None]
-
-
-def port_in_use(port: int, host: str = HOST) -> bool:
-    """Whether a server still listens on ``port`` (notebooks 06 and 07 check that a run left none).
-
-    It tries to connect: refused means nobody listens. (Closed connections may linger in the kernel's
-    TIME_WAIT state for a minute; they hold no listener and no process, so they do not count.)
-    """
-    import socket
-
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        return s.connect_ex((host, port)) == 0
 
 
 @dataclass(frozen=True)
@@ -176,20 +170,6 @@ def _failure_message(failed: dict[int, int], running: list[int], out: Path, worl
     return text + "; every other worker was stopped"
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """Terminate, then kill, every worker still running, and reap them all (no zombies, no orphans)."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    deadline = time.monotonic() + _GRACE_S
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def launch(
     fn: Callable,
     world_size: int = 2,
@@ -225,8 +205,7 @@ def launch(
     with tempfile.TemporaryDirectory(prefix="labkit-ddp-") as tmp:
         out = Path(tmp)
         (out / "args.pkl").write_bytes(pickle.dumps(args))
-        env = dict(os.environ)
-        env.update(
+        env = child_env(
             MASTER_ADDR=HOST,
             MASTER_PORT=str(store.port),
             WORLD_SIZE=str(world_size),
@@ -234,7 +213,6 @@ def launch(
             TORCHELASTIC_USE_AGENT_STORE="True",
             LABKIT_DIST_BACKEND=backend,
             LABKIT_DIST_TIMEOUT_S=str(min(collective_timeout_s, timeout_s)),
-            LABKIT_DIST_PARENT=str(os.getpid()),
             OMP_NUM_THREADS=str(threads),
         )
         env.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
@@ -274,7 +252,7 @@ def launch(
                 time.sleep(0.05)
             return [pickle.loads((out / f"rank{rank}.result").read_bytes()) for rank in range(world_size)]
         finally:
-            _stop(procs)
+            stop(procs, grace_s=_GRACE_S)  # terminate, then kill, and reap: no zombies, no orphans
             for log in logs:
                 log.close()
             _LAUNCHED[:] = [p for p in _LAUNCHED if p.poll() is None]
@@ -285,29 +263,12 @@ def launch(
 # The worker side: what runs in each process (also under torchrun).
 
 
-def die_with_parent(parent_pid: int | None) -> None:
-    """Ask Linux to SIGKILL this process if its launcher dies, so a crashed kernel leaves no orphan.
-
-    Used by the distributed workers and by ``labkit.sharing``'s trainer (``labkit/loadgen.py`` keeps
-    its own copy: it must run without importing labkit or torch).
-    """
-    if not sys.platform.startswith("linux") or parent_pid is None:
-        return
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:  # the launcher died before the request took effect
-        os._exit(1)
-
-
 def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
-    parent = os.environ.get("LABKIT_DIST_PARENT")
-    die_with_parent(int(parent) if parent else None)
+    die_with_parent()  # $LABKIT_PARENT, set by launch (under torchrun: the agent, its parent)
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
-    backend = os.environ.get("LABKIT_DIST_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
-    timeout = datetime.timedelta(seconds=float(os.environ.get("LABKIT_DIST_TIMEOUT_S", DEFAULT_COLLECTIVE_TIMEOUT_S)))
+    backend = environment.get("LABKIT_DIST_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
+    timeout = datetime.timedelta(seconds=environment.get("LABKIT_DIST_TIMEOUT_S"))
     out = Path(out_dir) if out_dir else None
     try:
         torch.set_num_threads(threads)

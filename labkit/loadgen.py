@@ -14,23 +14,11 @@ import argparse
 import json
 import os
 import random
-import signal
 import sys
 import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-
-
-def _die_with_parent() -> None:
-    # labkit.distributed.die_with_parent does the same; this script may not import labkit (or torch).
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        parent = os.getppid()
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.rate <= 0 or ns.requests < 1 or ns.max_seconds <= 0 or ns.concurrency < 1:
         parser.error("--rate, --requests, --max-seconds and --concurrency must be positive")
-    _die_with_parent()
+    # This script's own folder is on sys.path (it runs as a script): labkit/procs.py, standard library only, so
+    # the generator starts without importing labkit's package (and PyTorch with it).
+    from procs import die_with_parent
+
+    die_with_parent(os.getppid())  # never outlive the notebook that started it
 
     rng = random.Random(ns.seed)
     payloads = [

@@ -9,7 +9,6 @@ draws an unlabelled axis fails its test.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.ticker import NullFormatter
 from tqdm.auto import tqdm
 
+from . import environment
 from .ceilings import Roofline
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
@@ -102,7 +102,7 @@ def _audited_show(original):
         problems = [p for num in plt.get_fignums() for p in audit_figure(plt.figure(num))]
         if problems:
             message = "this figure breaks the suite's plotting rules:\n  " + "\n  ".join(problems)
-            if os.environ.get(AUDIT_ENV, "").strip() == "warn":
+            if environment.get(AUDIT_ENV) == "warn":
                 print(f"labkit: {message}", file=sys.stderr)
             else:
                 raise PlotStyleError(message)
@@ -114,12 +114,7 @@ def _audited_show(original):
 
 def audit_requested() -> bool:
     """True when ``LABKIT_AUDIT_PLOTS`` asks for the plot audit (``1`` raises on a breach, ``warn`` prints it)."""
-    value = os.environ.get(AUDIT_ENV, "").strip().lower()
-    if value not in ("", "0", "1", "warn"):
-        raise ValueError(
-            f"{AUDIT_ENV} must be 1 (a breach fails), warn (a breach is printed) or 0/unset, got {value!r}"
-        )
-    return value in ("1", "warn")
+    return environment.get(AUDIT_ENV) in ("1", "warn")
 
 
 def install_audit() -> None:

@@ -10,10 +10,11 @@ override it, and nbval (which cannot inject parameters) sets ``LABKIT_PROFILE`` 
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import torch
+
+from . import environment
 
 PROFILE_ENV = "LABKIT_PROFILE"
 PROFILES = ("quick", "full", "auto")
@@ -181,10 +182,8 @@ def resolve_profile(value: str | None = "auto", device: torch.device | str | Non
         raise ValueError(f"unknown profile {value!r}; allowed: {', '.join(PROFILES)}")
     if requested != "auto":
         return requested
-    from_env = os.environ.get(PROFILE_ENV, "").strip().lower()
+    from_env = environment.get(PROFILE_ENV)
     if from_env:
-        if from_env not in ("quick", "full"):
-            raise ValueError(f"{PROFILE_ENV}={from_env!r} is not a profile; allowed: quick, full")
         return from_env
     if device is None:
         on_gpu = torch.cuda.is_available()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from . import environment
 from .device import describe
 
 RESULTS_ENV = "LABKIT_RESULTS_DIR"
@@ -138,8 +139,8 @@ def project_root() -> Path | None:
 
 def results_dir() -> Path:
     """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``."""
-    if os.environ.get(RESULTS_ENV):
-        return Path(os.environ[RESULTS_ENV])
+    if environment.get(RESULTS_ENV) is not None:
+        return environment.get(RESULTS_ENV)
     root = project_root()
     return (root / "build" / "results") if root else Path.home() / ".cache" / "labkit" / "results"
 

@@ -29,6 +29,8 @@ from types import SimpleNamespace
 
 import torch
 
+from . import environment
+
 THREADS_ENV = "LABKIT_THREADS"
 
 
@@ -41,12 +43,8 @@ def usable_cores() -> int:
 
 def default_threads() -> int:
     """PyTorch CPU threads for the course: ``LABKIT_THREADS`` if set, else all usable cores but one (at least 1)."""
-    value = os.environ.get(THREADS_ENV, "").strip()
-    if value:
-        if not value.isdigit() or int(value) < 1:
-            raise ValueError(f"{THREADS_ENV} must be a whole number of threads, 1 or more; got {value!r}")
-        return int(value)
-    return max(1, usable_cores() - 1)
+    value = environment.get(THREADS_ENV)
+    return value if value is not None else max(1, usable_cores() - 1)
 
 
 @contextlib.contextmanager

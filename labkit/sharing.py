@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from .procs import child_env, die_with_parent, stop
+
 
 def _threads(pid: int) -> list[int]:
     try:
@@ -83,7 +85,7 @@ class BackgroundTrainer:
         cmd = [sys.executable, "-m", "labkit.sharing", "--log", str(self.log_path), "--threads", str(a["threads"]),
                "--max-seconds", str(a["max_s"]), "--d-in", str(a["d_in"]), "--hidden", str(a["hidden"]),
                "--batch", str(a["batch"])]  # fmt: skip
-        env = dict(os.environ, OMP_NUM_THREADS=str(a["threads"]), LABKIT_PARENT=str(os.getpid()))
+        env = child_env(OMP_NUM_THREADS=str(a["threads"]))
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         return self
 
@@ -126,15 +128,8 @@ class BackgroundTrainer:
         return self.proc.pid
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            if hasattr(signal, "SIGCONT"):
-                os.kill(self.proc.pid, signal.SIGCONT)  # a paused process would not act on SIGTERM until continued
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop([self.proc], grace_s=5.0)  # continues a paused job first: it would not act on SIGTERM
         self._tmp.cleanup()
 
     def _read(self) -> list[tuple[float, int]]:
@@ -193,10 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--batch", type=int, default=256)
     ns = parser.parse_args(argv)
-    from .distributed import die_with_parent
-
-    parent = os.environ.get("LABKIT_PARENT")
-    die_with_parent(int(parent) if parent else None)  # never outlive the notebook
+    die_with_parent()  # never outlive the notebook ($LABKIT_PARENT, set by child_env)
     _train(Path(ns.log), ns.threads, ns.max_seconds, ns.d_in, ns.hidden, ns.batch)
 
 

@@ -10,15 +10,16 @@ papermill), and a test run has nobody to move the sliders anyway. The function's
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable
+
+from . import environment
 
 HEADLESS_ENV = "LABKIT_HEADLESS"
 
 
 def headless() -> bool:
     """True when notebooks are being executed by the tests or the report, not by a person."""
-    return os.environ.get(HEADLESS_ENV, "").strip() not in ("", "0")
+    return environment.get(HEADLESS_ENV)
 
 
 def interact(fn: Callable, **controls):

@@ -24,7 +24,7 @@ def test_unknown_profile_lists_allowed():
 
 def test_bad_environment_profile(monkeypatch):
     monkeypatch.setenv(profiles.PROFILE_ENV, "fast")
-    with pytest.raises(ValueError, match="LABKIT_PROFILE='fast' is not a profile"):
+    with pytest.raises(ValueError, match="LABKIT_PROFILE='fast' is not allowed; allowed: quick, full"):
         profiles.resolve_profile("auto")
 
 

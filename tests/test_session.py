@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,7 +55,7 @@ def test_the_course_leaves_one_core_free(monkeypatch):
     assert session.default_threads() == 3
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(session.THREADS_ENV, bad)
-        with pytest.raises(ValueError, match="LABKIT_THREADS must be a whole number"):
+        with pytest.raises(ValueError, match="LABKIT_THREADS=.* is not allowed; allowed: a whole number"):
             session.default_threads()
 
 
@@ -121,3 +122,28 @@ print(json.dumps(dict(applied=applied, kept=(rss() - held + n) / n, card=records
     plain = json.loads(_python(code, APPLY="0").stdout.strip().splitlines()[-1])
     assert tuned["applied"] and tuned["kept"] > 0.9 and tuned["card"].startswith("glibc, freed memory kept")
     assert not plain["applied"] and plain["kept"] < 0.1 and plain["card"] == "default"
+
+
+@pytest.mark.processes
+def test_measuring_processes_import_no_plotting_or_widgets():
+    # A DDP worker runs `python -m labkit.distributed`, the background trainer `python -m labkit.sharing`: both import
+    # the package, and neither needs matplotlib, tqdm's notebook bar or ipywidgets. (PyTorch itself imports plain
+    # tqdm, for torch.hub.) The load generator is a script that imports neither labkit nor torch.
+    code = (
+        "import sys, labkit, labkit.distributed, labkit.sharing\n"
+        "print(sorted(m for m in ('matplotlib', 'tqdm.auto', 'tqdm.notebook', 'ipywidgets') if m in sys.modules))"
+    )
+    run = _python(code)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "[]"
+    loadgen = Path(labkit.__file__).with_name("loadgen.py")
+    code = (
+        f"import runpy, sys, tempfile; out = tempfile.mktemp(); sys.path.insert(0, {str(loadgen.parent)!r})\n"
+        "sys.argv = ['loadgen.py', 'http://127.0.0.1:9', '--features', '1', '--rate', '50', '--requests', '2',\n"
+        "            '--max-seconds', '1', '--out', out]\n"
+        f"try:\n    runpy.run_path({str(loadgen)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'labkit', 'procs') if m in sys.modules))"
+    )
+    run = _python(code)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "['procs']", "the load generator imports labkit/procs.py only"
