@@ -19,9 +19,9 @@ class MLP(nn.Module):
     ``backbone`` and ``head`` are separate so fine-tuning can freeze one and train the other.
     """
 
-    def __init__(self, d_in: int, hidden: int, depth: int, d_out: int):
+    def __init__(self, d_in: int, hidden: int, depth: int, num_classes: int):
         super().__init__()
-        for name, value in dict(d_in=d_in, hidden=hidden, depth=depth, d_out=d_out).items():
+        for name, value in dict(d_in=d_in, hidden=hidden, depth=depth, num_classes=num_classes).items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MLP {name} must be a positive integer, got {value!r}")
         layers: list[nn.Module] = []
@@ -30,10 +30,10 @@ class MLP(nn.Module):
             layers += [nn.Linear(width, hidden), nn.ReLU()]
             width = hidden
         self.backbone = nn.Sequential(*layers)
-        self.head = nn.Linear(width, d_out)
-        self.widths = [d_in] + [hidden] * depth + [d_out]
+        self.head = nn.Linear(width, num_classes)
+        self.widths = [d_in] + [hidden] * depth + [num_classes]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, d_in) -> (B, d_out)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, d_in) -> (B, num_classes)
         return self.head(self.backbone(x))
 
 
@@ -51,7 +51,7 @@ class SmallCNN(nn.Module):
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(c_in, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, classes)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, H, W) -> (B, num_classes)
         return self.head(self.features(x).mean(dim=(2, 3)))
 
 
@@ -61,7 +61,7 @@ class AudioEncoder(nn.Module):
     Strided convolutions turn 16 kHz samples into about 50 frames per second (notebook 02).
     """
 
-    def __init__(self, channels: int = 64, classes: int = 10):
+    def __init__(self, channels: int = 64, num_classes: int = 10):
         super().__init__()
         specs = [(10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2)]  # (kernel, stride): 320x downsampling
         layers: list[nn.Module] = []
@@ -70,9 +70,9 @@ class AudioEncoder(nn.Module):
             layers += [nn.Conv1d(c_in, channels, kernel, stride), nn.GELU()]
             c_in = channels
         self.features = nn.Sequential(*layers)
-        self.head = nn.Linear(channels, classes)
+        self.head = nn.Linear(channels, num_classes)
 
-    def forward(self, audio: torch.Tensor) -> torch.Tensor:  # (B, 1, samples) -> (B, frames, classes)
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:  # (B, 1, samples) -> (B, frames, num_classes)
         return self.head(self.features(audio).transpose(1, 2))
 
 
@@ -148,10 +148,10 @@ class TinyGPT(nn.Module):
 
 # Sized families: name -> constructor arguments.
 MLP_SIZES = {
-    "xs": dict(d_in=256, hidden=256, depth=2, d_out=10),
-    "s": dict(d_in=256, hidden=1024, depth=3, d_out=10),
-    "m": dict(d_in=512, hidden=2048, depth=4, d_out=10),
-    "l": dict(d_in=1024, hidden=4096, depth=6, d_out=10),
+    "xs": dict(d_in=256, hidden=256, depth=2, num_classes=10),
+    "s": dict(d_in=256, hidden=1024, depth=3, num_classes=10),
+    "m": dict(d_in=512, hidden=2048, depth=4, num_classes=10),
+    "l": dict(d_in=1024, hidden=4096, depth=6, num_classes=10),
 }
 CNN_SIZES = {
     "xs": dict(width=16, stages=2),
@@ -211,7 +211,7 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 def mlp_forward_flops(widths: list[int], batch: int) -> int:
-    """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., d_out]``: Σ 2·B·in·out."""
+    """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., num_classes]``: Σ 2·B·in·out."""
     return sum(2 * batch * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 

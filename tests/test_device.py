@@ -9,16 +9,14 @@ def test_cpu_by_name():
     assert dev.choose_device(" CPU ") == torch.device("cpu")
 
 
-def test_auto_prefers_accelerators_in_order(monkeypatch):
+def test_auto_prefers_cuda_then_mps(monkeypatch):
     monkeypatch.delenv(dev.DEVICE_ENV, raising=False)
-    chosen = dev.choose_device("auto")
-    if torch.cuda.is_available():
-        assert chosen.type == "cuda"
-    elif dev._mps_available():
-        assert chosen.type == "mps"
-    else:
-        assert chosen.type == "cpu"
-    assert dev.choose_device(None) == chosen
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(dev, "_mps_available", lambda: True)
+    assert dev.choose_device("auto") == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dev.choose_device(None) == torch.device("mps")
 
 
 def test_auto_falls_back_to_cpu_without_accelerators(monkeypatch):

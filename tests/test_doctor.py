@@ -61,5 +61,3 @@ def test_a_missing_cpp_compiler_is_a_note_with_a_fix_not_a_failure(monkeypatch):
     out = io.StringIO()
     assert doctor.run("cpu", ceilings=False, out=out) == 0
     assert "no C++ compiler found" in out.getvalue() and "apt install g++" in out.getvalue()
-    monkeypatch.undo()
-    assert doctor.find_cpp_compiler() is not None  # this machine has one (torch.compile runs in notebook 08)

@@ -55,7 +55,6 @@ def test_constraints_pin_every_package_exactly_once(root):
             assert name.lower() not in pins, f"{name} pinned twice"
             pins[name.lower()] = version
     assert set(pins) == _pyproject_packages(root)
-    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
 
 
 def test_binder_postbuild_installs_labkit_and_stops_on_error(root):

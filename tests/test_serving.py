@@ -15,7 +15,7 @@ import psutil
 import pytest
 import torch
 
-from labkit import distributed, serving
+from labkit import distributed, loads, serving
 
 FEATURES = 8
 
@@ -129,7 +129,7 @@ def test_find_max_rate_climbs_past_a_slow_start_at_low_load(monkeypatch):
         p99 = 25.0 if rate < 300 else 5.0
         return SimpleNamespace(offered_rate=rate, p99_ms=p99, throughput=min(rate, 1000.0))
 
-    monkeypatch.setattr(serving, "poisson", fake_poisson)
+    monkeypatch.setattr(loads, "poisson", fake_poisson)  # the scenarios live in labkit.loads
     server = serving.DynamicBatcher(doubler)
     search = serving.find_max_rate(server, make_input, p99_bound_ms=10, low=100, high=10_000, n=10, steps=8)
     rates = [t.offered_rate for t in search.trials]
