@@ -108,7 +108,7 @@ SIZES: dict[str, dict[str, dict]] = {
     "07_latency_throughput": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],
-            max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=300, p99_bound_ms=10.0,
+            max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=200, p99_bound_ms=10.0,
             http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=12, decode_batches=[1, 8, 32],
             speech_tokens_per_s=3.3, utterance_s=2.0, job_audio_s=3600, job_deadline_s=600, live_bound_s=1.0,
             min_run_s=0.1,
