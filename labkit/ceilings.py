@@ -12,15 +12,8 @@ import numpy as np
 import torch
 
 from .flops import matmul_flops
+from .specs import DATASHEETS  # noqa: F401 (re-exported: notebooks 00 and 06 read ceilings.DATASHEETS)
 from .timing import TimingRecord, measure
-
-# Published dense peak figures (no sparsity) for a few datacenter GPUs, to compare a measured
-# ceiling with its datasheet. Source: the vendors' product datasheets.
-DATASHEETS: dict[str, dict[str, float]] = {
-    "H200": {"bf16_tflops": 989.0, "fp32_tflops": 67.0, "bandwidth_gbs": 4800.0},
-    "H100 80GB HBM3": {"bf16_tflops": 989.0, "fp32_tflops": 67.0, "bandwidth_gbs": 3350.0},
-    "A100-SXM4-80GB": {"bf16_tflops": 312.0, "fp32_tflops": 19.5, "bandwidth_gbs": 2039.0},
-}
 
 
 def datasheet_for(device_name: str) -> dict[str, float] | None:

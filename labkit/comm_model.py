@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .specs import LINK_SPECS
+
 
 @dataclass(frozen=True)
 class Link:
@@ -28,13 +30,7 @@ class Link:
         return 2 * (n_ranks - 1) * self.latency_s + 2 * (n_ranks - 1) / n_ranks * nbytes / self.bandwidth
 
 
-# Vendors' per-direction figures; the latencies are typical orders of magnitude, not datasheet values.
-LINKS = {
-    "NVLink 4 (H100/H200 SXM)": Link("NVLink 4 (H100/H200 SXM)", 450e9, 5e-6, "NVIDIA: 900 GB/s total per GPU"),
-    "PCIe 5.0 x16": Link("PCIe 5.0 x16", 64e9, 10e-6, "PCI-SIG: 64 GB/s per direction"),
-    "InfiniBand NDR 400G": Link("InfiniBand NDR 400G", 50e9, 10e-6, "NVIDIA: 400 Gb/s per port"),
-    "Ethernet 10G": Link("Ethernet 10G", 1.25e9, 50e-6, "10 Gb/s"),
-}
+LINKS = {name: Link(name, bandwidth, latency, source) for name, (bandwidth, latency, source) in LINK_SPECS.items()}
 
 
 def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name: str = "measured") -> Link:

@@ -1,0 +1,104 @@
+"""Memory from first principles (notebooks 04, 05 and 11): bytes of state per parameter for each training recipe,
+a transformer's training memory, and whether it fits a GPU. Pure arithmetic; :mod:`labkit.memory` measures, and
+re-exports these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter held as state (not activations) by a precision/optimizer recipe."""
+
+    parameters: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.parameters + self.gradients + self.optimizer
+
+
+# Bytes per parameter. Mixed precision keeps bf16/fp16 weights and gradients plus an fp32 master
+# copy and fp32 Adam moments (2 + 2 + 4 + 4 + 4 = 16, the same as plain fp32 Adam: mixed precision
+# saves activation memory and time, not state). int8 ignores the small per-channel scales.
+RECIPES: dict[str, StateBytes] = {
+    "fp32 inference": StateBytes(4, 0, 0),
+    "bf16 inference": StateBytes(2, 0, 0),
+    "fp16 inference": StateBytes(2, 0, 0),
+    "int8 inference": StateBytes(1, 0, 0),
+    "fp32 sgd": StateBytes(4, 4, 0),
+    "fp32 sgd-momentum": StateBytes(4, 4, 4),
+    "fp32 adam": StateBytes(4, 4, 8),
+    "mixed adam": StateBytes(2, 2, 12),
+}
+
+
+def bytes_per_parameter(recipe: str) -> StateBytes:
+    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (notebooks 01 and 04)."""
+    key = recipe.strip().lower()
+    if key not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
+    return RECIPES[key]
+
+
+def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> dict[str, int]:
+    """Predicted parameter, gradient and optimizer bytes for a model of ``n_params`` parameters.
+
+    Gradients and optimizer state exist only for trainable parameters (``n_trainable``, default
+    all of them): that is why fine-tuning a head is so much lighter than full training.
+    """
+    per = bytes_per_parameter(recipe)
+    n_trainable = n_params if n_trainable is None else n_trainable
+    return dict(
+        parameters=int(per.parameters * n_params),
+        gradients=int(per.gradients * n_trainable),
+        optimizer=int(per.optimizer * n_trainable),
+    )
+
+
+USABLE_FRACTION = 0.9  # the rest goes to the CUDA context, the allocator's cache and fragmentation
+
+
+def estimate_transformer_training(
+    n_params: int,
+    recipe: str = "fp32 adam",
+    batch: int = 1,
+    seq_len: int = 512,
+    d_model: int = 512,
+    n_layers: int = 8,
+    vocab: int = 256,
+    saved_per_token_layer: float = 18.0,
+    activation_bytes: int | None = None,
+) -> dict[str, int]:
+    """First-principles training memory of a GPT-style model, by category, in bytes (notebook 04).
+
+    - state: ``bytes_per_parameter(recipe)`` × ``n_params``;
+    - activations: ``saved_per_token_layer`` × d_model values kept per token per layer for the
+      backward pass (about 18 for labkit's TinyGPT: layer norms, q/k/v, attention output, the 4×
+      MLP's two wide tensors, residuals; notebook 04 calibrates it), plus the logits and their
+      softmax (2 × vocab values per token);
+    - ``activation_bytes``: bytes per activation value; by default 4, or 2 for a recipe whose
+      name starts with "mixed", "bf16" or "fp16".
+    """
+    sizes = dict(n_params=n_params, batch=batch, seq_len=seq_len, d_model=d_model, n_layers=n_layers, vocab=vocab)
+    bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
+    if bad:
+        raise ValueError(f"sizes must be positive integers; got {bad}")
+    if saved_per_token_layer <= 0:
+        raise ValueError(f"saved_per_token_layer must be positive, got {saved_per_token_layer}")
+    state = state_bytes(n_params, recipe)
+    if activation_bytes is None:
+        activation_bytes = 2 if recipe.strip().lower().split()[0] in ("mixed", "bf16", "fp16") else 4
+    tokens = batch * seq_len
+    activations = int(tokens * (saved_per_token_layer * d_model * n_layers + 2 * vocab) * activation_bytes)
+    return dict(**state, activations=activations, total=sum(state.values()) + activations)
+
+
+def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRACTION) -> bool:
+    """Whether ``total_bytes`` fit in a GPU of ``gpu_gb`` vendor gigabytes, keeping headroom."""
+    if gpu_gb <= 0:
+        raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
+    return total_bytes <= usable_fraction * gpu_gb * 1e9
