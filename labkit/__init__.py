@@ -1,6 +1,6 @@
 """labkit: the measurement plumbing shared by the AI Workload Lab notebooks.
 
-Each public helper's docstring names the notebook that teaches it. The most used ones are
+Most modules' docstrings name the notebooks that use them. The most used helpers are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
 Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
 call, ``lab = labkit.start("05_batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
