@@ -20,6 +20,7 @@ import torch
 
 from .device import available_memory_bytes
 from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.state_bytes, memory.fits_on, ...)
+    RECIPES,
     USABLE_FRACTION,
     StateBytes,
     bytes_per_parameter,
