@@ -129,11 +129,15 @@ def test_competing_load_really_competes_and_stops_its_thread():
     assert load.iterations == done
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="read from Linux's /proc/stat")
 def test_idle_cores_sees_a_busy_core():
     import multiprocessing as mp
 
+    time.sleep(0.3)  # PyTorch's idle worker threads spin a little after an operation before they sleep
     quiet = timing.idle_cores(0.3)
+    if quiet < 0.9:  # another program holds every core: there is no idle core for the spinner to take
+        pytest.skip(f"no idle core to observe ({quiet:.1f} idle): the machine is busy")
     stop = mp.get_context("fork").Event()
     spinner = mp.get_context("fork").Process(target=_spin_until, args=(stop,), daemon=True)
     spinner.start()
