@@ -139,8 +139,9 @@ def project_root() -> Path | None:
 
 def results_dir() -> Path:
     """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``."""
-    if environment.get(RESULTS_ENV) is not None:
-        return environment.get(RESULTS_ENV)
+    chosen = environment.get(RESULTS_ENV)
+    if chosen is not None:
+        return chosen
     root = project_root()
     return (root / "build" / "results") if root else Path.home() / ".cache" / "labkit" / "results"
 

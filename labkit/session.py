@@ -30,15 +30,9 @@ from types import SimpleNamespace
 import torch
 
 from . import environment
+from .device import usable_cores
 
 THREADS_ENV = "LABKIT_THREADS"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one, else all of them)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def default_threads() -> int:

@@ -263,31 +263,35 @@ class competing_load:  # noqa: N801 (used like a function: ``with competing_load
         self._thread.join(timeout=10)
 
 
-def _cpu_jiffies() -> tuple[int, int] | None:
-    """(idle, total) CPU time of the whole machine so far, from Linux's /proc/stat; None elsewhere."""
+def _cpu_jiffies() -> tuple[int, int, int] | None:
+    """(idle, total, CPUs) from Linux's /proc/stat: the whole machine's CPU time so far; None elsewhere."""
     try:
         with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-    except (OSError, ValueError):
+            lines = f.read().splitlines()
+        fields = [int(v) for v in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError, IndexError):
         return None
-    return fields[3] + fields[4], sum(fields)
+    cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return fields[3] + fields[4], sum(fields), cpus
 
 
-def idle_cores(seconds: float = 0.2) -> float | None:
-    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 08 and 09).
+def idle_cores(seconds: float = 0.2, settle_s: float = 0.2, assume: float | None = None) -> float | None:
+    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 08, 09 and 10).
 
     The calling process sleeps meanwhile, so on an idle 4-core machine this is about 4.0; a browser tab or a
     second job that keeps one core busy brings it to about 3.0. Data-loader workers can only run in parallel
-    on such free cores: with none free they add work instead of overlapping it. Read from Linux's
-    ``/proc/stat`` (the kernel's CPU-time counters); None where that file does not exist.
+    on such free cores: with none free they add work instead of overlapping it. It first waits ``settle_s``,
+    so that work this program has just handed off (a data loader's prefetched batches, PyTorch's threads that
+    spin a moment after an operation) is not counted as another program's. Read from Linux's ``/proc/stat``
+    (the kernel's CPU-time counters); where that file does not exist, returns ``assume`` (None by default).
     """
-    if seconds <= 0:
-        raise ValueError(f"seconds must be positive, got {seconds}")
+    if seconds <= 0 or settle_s < 0:
+        raise ValueError(f"seconds must be positive and settle_s not negative, got {seconds} and {settle_s}")
+    if _cpu_jiffies() is None:
+        return assume
+    time.sleep(settle_s)
     start = _cpu_jiffies()
-    if start is None:
-        return None
     time.sleep(seconds)
     end = _cpu_jiffies()
     total = end[1] - start[1]
-    cpus = sum(1 for line in open("/proc/stat") if line.startswith("cpu") and line[3].isdigit())
-    return cpus * (end[0] - start[0]) / total if total > 0 else None
+    return end[2] * (end[0] - start[0]) / total if total > 0 else assume
