@@ -6,7 +6,7 @@ Importing labkit changes nothing in the process; a notebook's settings are appli
 call, ``lab = labkit.start("05_batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
 """
 
-from . import claims
+from . import claims, errors
 from .ceilings import (
     Roofline,
     low_precision_dtype,
@@ -15,6 +15,7 @@ from .ceilings import (
     measure_roofline,
 )
 from .device import choose_device, describe, sync
+from .errors import DoesNotFitError, LabError, MeasurementError
 from .exercises import check
 from .flops import (
     arithmetic_intensity,
@@ -24,18 +25,17 @@ from .flops import (
     matmul_flops,
 )
 from .memory import (
-    DoesNotFitError,
     MemoryRecord,
     bytes_per_parameter,
     peak_memory,
     state_bytes,
 )
 from .models import build_model, count_parameters, torchvision_model
-from .profiles import resolve_profile, settings
 from .records import ResultLog, load_reference, machine_card
 from .scaling import fit_linear, fit_power_law
 from .session import Lab, start, threads
-from .timing import MeasurementError, TimingRecord, measure, throughput
+from .sizes import resolve_profile, settings
+from .timing import TimingRecord, measure, throughput
 
 __version__ = "0.1.0"
 
@@ -63,7 +63,9 @@ def __getattr__(name: str):
 __all__ = [
     "DoesNotFitError",
     "Lab",
+    "LabError",
     "claims",
+    "errors",
     "MeasurementError",
     "MemoryRecord",
     "ResultLog",

@@ -38,7 +38,7 @@ import torch
 
 from . import environment, session
 from .device import sync
-from .timing import MeasurementError
+from .errors import ClaimContradicted, MeasurementError
 
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
 HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
@@ -48,10 +48,6 @@ RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval'
 CONTRADICTION_CONFIDENCE = 0.99
 MIN_ROUNDS_TO_CONTRADICT = 5
 _OPS = (">", "<", "between")
-
-
-class ClaimContradicted(AssertionError):
-    """A timing claim was measured confidently on the wrong side of its margin (strict mode only)."""
 
 
 def strict() -> bool:

@@ -53,6 +53,7 @@ from .ddp_workers import (  # noqa: F401 (re-exported: notebook 06 and torchrun 
     ddp_benchmark,
     faulty_worker,
 )
+from .errors import DistributedRunError
 from .procs import (
     HOST,
     child_env,
@@ -65,17 +66,6 @@ BACKENDS = ("auto", "gloo", "nccl")
 DEFAULT_TIMEOUT_S = 600.0  # the whole run
 DEFAULT_COLLECTIVE_TIMEOUT_S = 20.0  # one collective (and the start-up rendezvous)
 _GRACE_S = 2.0  # between SIGTERM and SIGKILL when stopping workers
-
-
-class DistributedRunError(RuntimeError):
-    """A worker failed, was killed, or the run passed its deadline. Every worker has been stopped.
-
-    ``port`` is the rendezvous port the run used (released by the time this is raised).
-    """
-
-    def __init__(self, message: str, port: int | None = None):
-        super().__init__(message)
-        self.port = port
 
 
 _LAUNCHED: list[subprocess.Popen] = []  # every worker this process started, for running_workers()

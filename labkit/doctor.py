@@ -11,6 +11,8 @@ import os
 import shutil
 import sys
 
+from .errors import SetupProblem
+
 REQUIRED = {
     "torch": "make lab (or pip install -e .) installs it",
     "torchvision": "make lab installs the torchvision that matches torch",
@@ -22,10 +24,6 @@ REQUIRED = {
     "torchao": "make lab installs it (notebook 08's quantization)",
     "simpy": "make lab installs it (notebook 10's cluster simulation)",
 }
-
-
-class SetupProblem(RuntimeError):
-    """Something in the installation is broken; the message says what and how to fix it."""
 
 
 def check_imports() -> dict[str, str]:

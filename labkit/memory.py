@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .device import available_memory_bytes
+from .errors import DoesNotFitError, MeasurementError
 from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.state_bytes, memory.fits_on, ...)
     RECIPES,
     USABLE_FRACTION,
@@ -29,7 +30,6 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     state_bytes,
 )
 from .specs import GPU_MEMORY_GB  # noqa: F401 (re-exported: notebooks 04 and 11 list memory.GPU_MEMORY_GB)
-from .timing import MeasurementError
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
 
@@ -70,10 +70,6 @@ def _repeatable_tracker():
             super()._pre_fw_hook(module, inputs)
 
     return _RepeatableMemTracker()
-
-
-class DoesNotFitError(MemoryError):
-    """An experiment needs more memory than the device has."""
 
 
 @dataclass

@@ -22,16 +22,13 @@ from tqdm.auto import tqdm
 
 from . import environment
 from .ceilings import Roofline
+from .errors import PlotStyleError
 
 OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 AUDIT_ENV = "LABKIT_AUDIT_PLOTS"
 MAX_WIDTH_IN = 11.0  # JupyterLab's notebook column is about 1100 px wide; wider figures are shrunk, text with them
 MIN_FONT_PT = 7.0
 _UNIT = re.compile(r"\([^()]*\S[^()]*\)|\[[^\[\]]*\S[^\[\]]*\]")  # "(ms)", "[GB/s]"
-
-
-class PlotStyleError(AssertionError):
-    """A figure breaks the suite's plotting rules; the message lists each breach."""
 
 
 def _allowed_colour(rgba) -> bool:

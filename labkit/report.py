@@ -235,7 +235,7 @@ def main(
 
     Reference results are read from ``<reference_root>/results/reference/`` (default: this checkout).
     """
-    from .profiles import resolve_profile
+    from .sizes import resolve_profile
 
     profile = resolve_profile(profile)
     build = Path(build_dir)

@@ -3,7 +3,7 @@
 ``import labkit`` changes nothing in the process. :func:`start` is where a notebook asks for the course's
 settings, each said out loud in its printed line:
 
-- the device (:func:`~labkit.device.choose_device`) and the profile's sizes (:mod:`labkit.profiles`);
+- the device (:func:`~labkit.device.choose_device`) and the profile's sizes (:mod:`labkit.sizes`);
 - **PyTorch's CPU threads: all cores but one** (``LABKIT_THREADS`` overrides). A PyTorch operation splits
   its work evenly over its threads and waits for the slowest. With one thread per core, any other program
   that wakes up (a browser, a second notebook, a CI neighbour) takes a core from one of them and the whole
@@ -102,12 +102,12 @@ def start(
     ``threads`` overrides the course's CPU thread count (see the module's docstring). Prints one line
     naming the machine and the settings unless ``show=False``.
     """
-    from . import allocator, plots, profiles, records
+    from . import allocator, plots, records, sizes
     from . import device as device_mod
 
     chosen = device_mod.choose_device(device)
-    resolved = profiles.resolve_profile(profile, chosen)
-    cfg = profiles.settings(name, resolved)  # an unknown notebook name fails here, before anything is changed
+    resolved = sizes.resolve_profile(profile, chosen)
+    cfg = sizes.settings(name, resolved)  # an unknown notebook name fails here, before anything is changed
     n_threads = default_threads() if threads is None else threads
     if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
         raise ValueError(f"threads must be a whole number, 1 or more; got {n_threads!r}")

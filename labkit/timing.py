@@ -18,12 +18,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .device import sync
+from .errors import MeasurementError
 
 NOISE_THRESHOLD = 0.10  # IQR / median above this is reported as noisy (torch.utils.benchmark uses 10% too)
-
-
-class MeasurementError(RuntimeError):
-    """The function under measurement raised; nothing was measured."""
 
 
 class NoisyMeasurementWarning(UserWarning):

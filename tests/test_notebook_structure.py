@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from conftest import NOTEBOOKS
 
-from labkit.profiles import SIZES
+from labkit.sizes import SIZES
 
 
 def _load(path):
@@ -33,7 +33,7 @@ def test_parameters_cell_holds_plain_constants(path):
         assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant), ast.dump(node)
         names |= {t.id for t in node.targets}
     assert {"PROFILE", "DEVICE"} <= names
-    assert path.stem in SIZES, "its quick and full sizes live in labkit.profiles.SIZES"
+    assert path.stem in SIZES, "its quick and full sizes live in labkit.sizes.SIZES"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

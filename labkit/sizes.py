@@ -1,4 +1,4 @@
-"""Profiles: the quick and full sizes of every experiment in one place.
+"""Experiment sizes: the quick and full sizes of every notebook, in one place (the profile picks which).
 
 Taught in notebook 00. A notebook's ``parameters`` cell holds ``PROFILE = "auto"``; papermill may
 override it, and nbval (which cannot inject parameters) sets ``LABKIT_PROFILE`` instead.

@@ -1,0 +1,42 @@
+"""Every error labkit raises on purpose, in one place.
+
+Each one subclasses ``LabError`` (catch them all) and the built-in error it behaves like, so code that already
+catches ``MemoryError`` or ``AssertionError`` keeps working. Every message says what went wrong and what to do.
+"""
+
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """Base class of every error labkit raises on purpose."""
+
+
+class MeasurementError(LabError, RuntimeError):
+    """The function under measurement raised; nothing was measured."""
+
+
+class DoesNotFitError(LabError, MemoryError):
+    """An experiment needs more memory than the device has."""
+
+
+class DistributedRunError(LabError, RuntimeError):
+    """A worker failed, was killed, or the run passed its deadline. Every worker has been stopped.
+
+    ``port`` is the rendezvous port the run used (released by the time this is raised).
+    """
+
+    def __init__(self, message: str, port: int | None = None):
+        super().__init__(message)
+        self.port = port
+
+
+class ClaimContradicted(LabError, AssertionError):
+    """A timing claim was measured confidently on the wrong side of its margin (strict mode only)."""
+
+
+class PlotStyleError(LabError, AssertionError):
+    """A figure breaks the suite's plotting rules; the message lists each breach."""
+
+
+class SetupProblem(LabError, RuntimeError):
+    """Something in the installation is broken; the message says what and how to fix it."""
