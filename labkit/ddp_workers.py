@@ -117,7 +117,7 @@ def ddp_benchmark(
     d_in: int,
     hidden: int,
     depth: int,
-    classes: int,
+    num_classes: int,
     global_batch: int,
     bucket_caps_mb: dict[str, float],
     steps: int = 5,
@@ -144,12 +144,12 @@ def ddp_benchmark(
     local = global_batch // ctx.world_size
     gen = torch.Generator().manual_seed(1234)
     x_all = torch.randn(global_batch, d_in, generator=gen).to(ctx.device)
-    y_all = torch.randint(0, classes, (global_batch,), generator=gen).to(ctx.device)
+    y_all = torch.randint(0, num_classes, (global_batch,), generator=gen).to(ctx.device)
     x, y = x_all[ctx.rank * local : (ctx.rank + 1) * local], y_all[ctx.rank * local : (ctx.rank + 1) * local]
 
     def fresh_model() -> torch.nn.Module:
         torch.manual_seed(0)
-        return MLP(d_in, hidden, depth, classes).to(ctx.device)
+        return MLP(d_in, hidden, depth, num_classes).to(ctx.device)
 
     def make_step(model: torch.nn.Module) -> Callable[[], None]:
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)

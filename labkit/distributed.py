@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import inspect
 import os
 import pickle
 import signal
@@ -157,16 +158,19 @@ def _failure_message(failed: dict[int, int], running: list[int], out: Path, worl
 def launch(
     fn: Callable,
     world_size: int = 2,
-    *args,
+    *,
     backend: str = "auto",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     collective_timeout_s: float = DEFAULT_COLLECTIVE_TIMEOUT_S,
     threads_per_worker: int | None = None,
+    **kwargs,
 ) -> list:
-    """Run ``fn(ctx, *args)`` in ``world_size`` processes and return each rank's result, in rank order.
+    """Run ``fn(ctx, **kwargs)`` in ``world_size`` processes and return each rank's result, in rank order.
 
-    ``fn`` must live in an importable module (workers import it by name); its arguments and result
-    must pickle. CPU workers get ``threads_per_worker`` threads each (default: the usable cores shared
+    Taught in notebook 06. Worker arguments are given by name, e.g.
+    ``launch(ddp_benchmark, 2, d_in=256, hidden=512, ...)``, and checked against ``fn``'s signature before
+    any process starts. ``fn`` must live in an importable module (workers import it by name); its arguments
+    and result must pickle. CPU workers get ``threads_per_worker`` threads each (default: the usable cores shared
     out), so two processes on a 2-core machine split its cores rather than fight over them.
     Raises :class:`DistributedRunError` if a worker fails (within a second or two), hangs (within
     about ``collective_timeout_s``: a collective nobody else joins times out) or the whole run passes
@@ -181,6 +185,13 @@ def launch(
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
     backend = resolve_backend(backend, world_size)
     target = _function_path(fn)
+    try:
+        inspect.signature(fn).bind(None, **kwargs)  # None stands for the WorkerContext each rank gets
+    except TypeError as exc:
+        raise TypeError(
+            f"{target} cannot take the worker arguments {sorted(kwargs)}: {exc}. Pass them by name; "
+            f"launch's own options are backend, timeout_s, collective_timeout_s and threads_per_worker"
+        ) from None
     threads = threads_per_worker or max(1, usable_cores() // world_size)
 
     store = dist.TCPStore(HOST, 0, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
@@ -188,7 +199,7 @@ def launch(
     logs = []
     with tempfile.TemporaryDirectory(prefix="labkit-ddp-") as tmp:
         out = Path(tmp)
-        (out / "args.pkl").write_bytes(pickle.dumps(args))
+        (out / "args.pkl").write_bytes(pickle.dumps(kwargs))
         env = child_env(
             MASTER_ADDR=HOST,
             MASTER_PORT=str(store.port),
@@ -264,8 +275,8 @@ def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
         else:
             device = torch.device("cpu")
             dist.init_process_group("gloo", timeout=timeout)
-        args = pickle.loads((out / "args.pkl").read_bytes()) if out else ()
-        result = _load_function(target)(WorkerContext(rank, world_size, backend, device, threads), *args)
+        kwargs = pickle.loads((out / "args.pkl").read_bytes()) if out else {}
+        result = _load_function(target)(WorkerContext(rank, world_size, backend, device, threads), **kwargs)
         if out:
             partial = out / f"rank{rank}.result.partial"
             partial.write_bytes(pickle.dumps(result))

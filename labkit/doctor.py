@@ -21,6 +21,7 @@ REQUIRED = {
     "tqdm": "make lab installs it",
     "ipywidgets": "make lab installs it",
     "tabulate": "make lab installs it (torch's FLOP counter needs it to print tables)",
+    "pandas": "make lab installs it (the notebooks show their tables as DataFrames)",
     "torchao": "make lab installs it (notebook 08's quantization)",
     "simpy": "make lab installs it (notebook 10's cluster simulation)",
 }

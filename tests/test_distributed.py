@@ -45,7 +45,7 @@ def store_ports(monkeypatch):
 
 @pytest.mark.processes
 def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
-    results = dist.launch(dist.allreduce_check, 2, 4096, backend="gloo", timeout_s=60)
+    results = dist.launch(dist.allreduce_check, 2, numel=4096, backend="gloo", timeout_s=60)
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["correct"] and r["expected"] == 3.0 for r in results)
     assert _port_is_free(store_ports[0]), "the rendezvous port is released after the run"
@@ -53,7 +53,7 @@ def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
 
 @pytest.mark.processes
 def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
-    rows = dist.launch(dist.allreduce_benchmark, 2, [4096, 1 << 20], backend="gloo", timeout_s=60)
+    rows = dist.launch(dist.allreduce_benchmark, 2, sizes_bytes=[4096, 1 << 20], backend="gloo", timeout_s=60)
     for rank_rows in rows:
         assert [r["bytes"] for r in rank_rows] == [4096, 1 << 20]
         for r in rank_rows:
@@ -71,7 +71,7 @@ def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
 def test_a_failing_worker_ends_the_run_quickly_and_cleanly(mode, expected, no_leftovers, store_ports):
     start = time.monotonic()
     with pytest.raises(dist.DistributedRunError, match=expected):
-        dist.launch(dist.faulty_worker, 2, 1, mode, 3, 400, backend="gloo", timeout_s=60)
+        dist.launch(dist.faulty_worker, 2, fail_rank=1, mode=mode, at_step=3, steps=400, backend="gloo", timeout_s=60)
     assert time.monotonic() - start < 30
     assert _port_is_free(store_ports[0])
 
@@ -82,7 +82,7 @@ def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftover
     assert dist.DEFAULT_COLLECTIVE_TIMEOUT_S <= 25, "with the defaults, a hang must end the run within 30 s"
     start = time.monotonic()
     with pytest.raises(dist.DistributedRunError, match=r"rank 0 .*Timed out.*rank\(s\) \[1\] never joined"):
-        dist.launch(dist.faulty_worker, 2, 1, "hang", backend="gloo", collective_timeout_s=4)
+        dist.launch(dist.faulty_worker, 2, fail_rank=1, mode="hang", backend="gloo", collective_timeout_s=4)
     assert time.monotonic() - start < 4 + 15
     assert _port_is_free(store_ports[0])
 
@@ -92,7 +92,7 @@ def test_a_run_past_its_deadline_is_stopped(no_leftovers):
     # One rank sleeping outside any collective: only the run's own deadline can catch it.
     start = time.monotonic()
     with pytest.raises(dist.DistributedRunError, match=r"ranks \[0\] of 1 were still running after timeout_s=5"):
-        dist.launch(dist.faulty_worker, 1, 0, "hang", backend="gloo", timeout_s=5)
+        dist.launch(dist.faulty_worker, 1, fail_rank=0, mode="hang", backend="gloo", timeout_s=5)
     assert 5 <= time.monotonic() - start < 5 + 10
 
 
@@ -103,7 +103,9 @@ def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
 
     def run():
         try:
-            outcome["result"] = dist.launch(dist.faulty_worker, 2, 0, "none", 0, 2000, backend="gloo", timeout_s=60)
+            outcome["result"] = dist.launch(
+                dist.faulty_worker, 2, fail_rank=0, mode="none", at_step=0, steps=2000, backend="gloo", timeout_s=60
+            )
         except dist.DistributedRunError as err:
             outcome["error"] = err
 
@@ -130,7 +132,7 @@ def test_two_runs_at_once_get_their_own_ports(no_leftovers, store_ports):
     results = {}
 
     def run(name):
-        results[name] = dist.launch(dist.allreduce_check, 2, 1024, backend="gloo", timeout_s=60)
+        results[name] = dist.launch(dist.allreduce_check, 2, numel=1024, backend="gloo", timeout_s=60)
 
     threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -150,6 +152,10 @@ def test_bad_input_is_refused_with_what_is_allowed():
         dist.launch(lambda ctx: None, 2)
     with pytest.raises(ValueError, match="collective_timeout_s must be a positive number of seconds"):
         dist.launch(dist.allreduce_check, 2, collective_timeout_s=0)
+    with pytest.raises(TypeError, match=r"allreduce_check cannot take the worker arguments \['size'\]"):
+        dist.launch(dist.allreduce_check, 2, size=4096)  # a misspelt argument, refused before any process starts
+    with pytest.raises(TypeError, match="positional"):
+        dist.launch(dist.allreduce_check, 2, 4096)  # worker arguments go by name only
     with pytest.raises(ValueError, match="unknown mode"):
         dist.faulty_worker(None, mode="explode")
     if not dist.torch.cuda.is_available():
