@@ -7,6 +7,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m labkit``: the report, doctor and settings commands."""
     parser = argparse.ArgumentParser(prog="python -m labkit", description="AI Workload Lab helpers")
     sub = parser.add_subparsers(dest="command", required=True)
     doc = sub.add_parser("doctor", help="check the set-up, print the machine card and measured ceilings")

@@ -17,7 +17,7 @@ from .timing import TimingRecord, measure
 
 
 def datasheet_for(device_name: str) -> dict[str, float] | None:
-    """The datasheet entry whose key appears in ``device_name``, if any."""
+    """The datasheet entry whose key appears in ``device_name``, if any. Taught in notebook 00."""
     for key, sheet in DATASHEETS.items():
         if key.lower() in device_name.lower():
             return sheet
@@ -25,7 +25,7 @@ def datasheet_for(device_name: str) -> dict[str, float] | None:
 
 
 def low_precision_dtype(device: torch.device | str) -> torch.dtype:
-    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16."""
+    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16. Taught in notebook 00."""
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return torch.float16
@@ -51,7 +51,7 @@ class Ceiling:
 def measure_matmul_ceiling(
     device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024, min_run_s: float = 0.2
 ) -> Ceiling:
-    """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`."""
+    """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`. Taught in notebook 00."""
     device = torch.device(device)
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
@@ -62,6 +62,8 @@ def measure_matmul_ceiling(
 
 def measure_copy_bandwidth(device: torch.device | str, mib: int = 128, min_run_s: float = 0.2) -> Ceiling:
     """Memory bandwidth from a large copy: bytes read plus bytes written, per second.
+
+    Taught in notebook 00.
 
     ``mib`` should be several times the last-level cache, or the copy runs from cache.
     """
@@ -122,7 +124,10 @@ class CeilingCalls:
 
 
 def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> CeilingCalls:
-    """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.compare`."""
+    """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.compare`.
+
+    Taught in notebook 00.
+    """
     device = torch.device(device)
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     src = torch.ones(mib * 2**20 // 4, device=device)
@@ -132,7 +137,7 @@ def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> 
 
 @dataclass
 class Roofline:
-    """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth)."""
+    """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth). Taught in notebook 00."""
 
     peak_flops: float
     bandwidth: float

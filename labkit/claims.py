@@ -165,12 +165,17 @@ class Claim:
 
 
 def ratio(numerator: str, denominator: str) -> Callable[[Mapping], object]:
-    """The quantity ``stat[numerator] / stat[denominator]`` (e.g. how many times slower A is than B)."""
+    """The quantity ``stat[numerator] / stat[denominator]`` (e.g. how many times slower A is than B).
+
+    Taught in notebook 00.
+    """
     return lambda s: s[numerator] / s[denominator]
 
 
 def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
     """The power-law exponent k of stat ≈ c · size^k, fitted by least squares on log–log axes.
+
+    Taught in notebook 02.
 
     ``sizes`` maps each variant's name to its size (items, parameters, sequence length).
     """
@@ -216,6 +221,8 @@ def block_timer(
     fn: Callable, device: torch.device | str | None = None, block_s: float = 0.02, warmup: int = 1
 ) -> Callable[[], float]:
     """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer.
+
+    Taught in notebook 00.
 
     The returned function times one block (syncing ``device`` before and after) and returns seconds per call.
     :func:`compare` uses it for timed variants; a notebook uses it for a variant that must set something up
@@ -368,6 +375,8 @@ def compare(
 ) -> Claim:
     """Measure ``variants`` in interleaved rounds and decide ``claim`` about them (every notebook).
 
+    Taught in notebook 00.
+
     ``variants`` maps a name to a callable. With ``timed=True`` labkit times it (warm-up, device sync,
     blocks of about ``block_s``) and a sample is seconds per call; with ``timed=False`` the callable
     returns its own sample (a p99 latency, a throughput, a prediction error) once per round.
@@ -495,6 +504,8 @@ def restate(
 ) -> Claim:
     """Decide a second claim on the rounds already measured for ``measured`` (no new measurement).
 
+    Taught in notebook 02.
+
     For a sweep that supports two claims (notebook 03: the time exponent, and the FLOP/s of the largest
     model against the smallest's).
     """
@@ -533,7 +544,8 @@ def from_rounds(
     show: bool = True,
 ) -> Claim:
     """Decide a claim on rounds measured elsewhere: in worker processes (notebook 06's DDP ranks time their
-    variants in interleaved rounds and return them), where labkit cannot add rounds on demand."""
+    variants in interleaved rounds and return them), where labkit cannot add rounds on demand.
+    """
     expectation = Expectation.parse(expect)
     verdict, estimate, low, high, stats = decide(
         samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence

@@ -38,7 +38,7 @@ _HANDOVER_S = 1e-6  # an inference GPU is released this long before the slot end
 
 @dataclass(frozen=True)
 class Workload:
-    """One day of traffic for a cluster of ``n_gpus``."""
+    """One day of traffic for a cluster of ``n_gpus``. Taught in notebook 10."""
 
     n_gpus: int = 16
     day_s: float = 86_400.0
@@ -84,6 +84,8 @@ def simulate_day(
     workload: Workload, policy: str, inference_gpus: int | None = None, jobs: list | None = None
 ) -> DayResult:
     """Simulate one day under ``policy``; ``inference_gpus`` sizes the partition of ``static`` and ``borrow``.
+
+    Taught in notebook 10.
 
     ``jobs`` (a list of ``(arrival_s, work_s)``) replaces the random training jobs, for tests and exercises.
     """

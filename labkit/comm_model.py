@@ -15,7 +15,10 @@ from .specs import LINK_SPECS
 @dataclass(frozen=True)
 class Link:
     """An interconnect in the latency–bandwidth model: a ring all-reduce of S bytes over n ranks takes
-    2(n−1)·latency + 2(n−1)/n · S / bandwidth (each rank sends and receives 2(n−1)/n · S)."""
+    2(n−1)·latency + 2(n−1)/n · S / bandwidth (each rank sends and receives 2(n−1)/n · S).
+
+    Taught in notebook 06.
+    """
 
     name: str
     bandwidth: float  # bytes/s each rank can send (and receive) at once
@@ -34,7 +37,10 @@ LINKS = {name: Link(name, bandwidth, latency, source) for name, (bandwidth, late
 
 
 def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name: str = "measured") -> Link:
-    """Calibrate a :class:`Link` from an all-reduce sweep at ``n_ranks``: time = a + b · bytes."""
+    """Calibrate a :class:`Link` from an all-reduce sweep at ``n_ranks``: time = a + b · bytes.
+
+    Taught in notebook 06.
+    """
     from .scaling import fit_linear
 
     if n_ranks < 2:

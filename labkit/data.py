@@ -18,6 +18,8 @@ def _generator(seed: int) -> torch.Generator:
 def teacher_classification(n: int, d_in: int, classes: int, seed: int = 0, teacher_hidden: int = 64) -> TensorDataset:
     """Gaussian inputs labelled by a fixed random two-layer "teacher" network.
 
+    Taught in notebook 01.
+
     The labels are a deterministic function of the inputs, so a student MLP can drive its loss
     well below chance (ln ``classes``); how fast it does is the lesson, not whether.
     """
@@ -54,6 +56,8 @@ def grating_images(n: int, size: int = 32, classes: int = 4, seed: int = 0, nois
 
 def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> torch.Tensor:
     """Token sequences (n, seq_len) that count up by a per-sequence step: x[t+1] = x[t] + s mod vocab.
+
+    Taught in notebook 07.
 
     After two tokens the rest is predictable, so a small GPT learns it within a few hundred steps.
     """

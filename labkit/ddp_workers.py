@@ -76,6 +76,8 @@ def allreduce_benchmark(
 ) -> list[dict]:
     """Time a float32 sum all-reduce per message size; report time, algbw and busbw as nccl-tests does.
 
+    Taught in notebook 06.
+
     algbw = bytes / time; busbw = algbw · 2(n−1)/n, the traffic each rank's link carries in a ring,
     so busbw is comparable with the link's bandwidth whatever the number of ranks.
     Each size is first checked: every rank contributes ``rank + 1`` and every element must sum exactly; then
@@ -124,6 +126,8 @@ def ddp_benchmark(
     rounds: int = 5,
 ) -> dict:
     """One data-parallel training step, timed three ways, and checked against a single-process step.
+
+    Taught in notebook 06.
 
     - ``compute``: the local model alone on this rank's share of the batch, no communication;
     - one DDP variant per entry of ``bucket_caps_mb``: small buckets let the gradient all-reduce
@@ -202,6 +206,8 @@ def ddp_benchmark(
 
 def faulty_worker(ctx: WorkerContext, fail_rank: int = 1, mode: str = "raise", at_step: int = 3, steps: int = 40):
     """All-reduce in a loop; ``fail_rank`` fails at ``at_step`` by raising, being killed, or hanging.
+
+    Taught in notebook 06.
 
     Notebook 06 and the tests use it to show that one bad worker ends the whole run cleanly.
     ``mode="none"`` runs to the end and returns the number of steps.

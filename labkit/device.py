@@ -80,6 +80,8 @@ def available_devices() -> list[str]:
 def sync(device: torch.device | str | None = None) -> None:
     """Wait until all queued work on ``device`` has finished (notebook 00: the missing-sync mistake).
 
+    Taught in notebook 01.
+
     GPUs run asynchronously: a kernel launch returns before the kernel ends, so a timer read without
     a sync measures the launch, not the work. On CPU this is a no-op; ``device=None`` syncs
     every accelerator in use.

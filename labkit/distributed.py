@@ -73,12 +73,18 @@ _LAUNCHED: list[subprocess.Popen] = []  # every worker this process started, for
 
 
 def running_workers() -> list[int]:
-    """PIDs of workers started by :func:`launch` in this process that are still running (should be none)."""
+    """PIDs of workers started by :func:`launch` in this process that are still running (should be none).
+
+    Taught in notebook 06.
+    """
     return [p.pid for p in _LAUNCHED if p.poll() is None]
 
 
 def resolve_backend(backend: str, world_size: int) -> str:
-    """``auto`` → ``nccl`` when there is one CUDA GPU per rank, else ``gloo``; anything else is checked."""
+    """``auto`` → ``nccl`` when there is one CUDA GPU per rank, else ``gloo``; anything else is checked.
+
+    Taught in notebook 06.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -293,6 +299,7 @@ def _worker_main(target: str, out_dir: str | None, threads: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m labkit.distributed module:function``: one rank of a launch (or of torchrun)."""
     parser = argparse.ArgumentParser(
         prog="python -m labkit.distributed",
         description="Run a labkit worker function in this process as one rank. Used by labkit.distributed.launch; "

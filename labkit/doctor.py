@@ -28,6 +28,7 @@ REQUIRED = {
 
 
 def check_imports() -> dict[str, str]:
+    """Import every package the course needs; return their versions, or say which one is broken and how to fix it."""
     versions = {}
     for name, fix in REQUIRED.items():
         try:
@@ -54,6 +55,7 @@ def check_torchvision_ops() -> None:
 
 
 def check_device(name: str | None):
+    """Choose the device and check that a matmul on it gives the CPU's answer; return the device."""
     import torch
 
     from .device import choose_device

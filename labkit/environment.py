@@ -16,6 +16,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Setting:
+    """One environment variable: its name, what it does, the values it allows and its default."""
+
     name: str
     meaning: str
     allowed: str
@@ -90,7 +92,10 @@ SETTINGS: dict[str, Setting] = {
 
 
 def get(name: str):
-    """The parsed value of setting ``name`` (its default when unset or empty); a bad value raises ValueError."""
+    """The parsed value of setting ``name`` (its default when unset or empty); a bad value raises ValueError.
+
+    Taught in notebook 00.
+    """
     if name not in SETTINGS:
         raise KeyError(f"{name} is not a labkit setting; known: {', '.join(SETTINGS)}")
     setting = SETTINGS[name]

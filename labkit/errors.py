@@ -16,11 +16,13 @@ class MeasurementError(LabError, RuntimeError):
 
 
 class DoesNotFitError(LabError, MemoryError):
-    """An experiment needs more memory than the device has."""
+    """An experiment needs more memory than the device has. Taught in notebook 04."""
 
 
 class DistributedRunError(LabError, RuntimeError):
     """A worker failed, was killed, or the run passed its deadline. Every worker has been stopped.
+
+    Taught in notebook 06.
 
     ``port`` is the rendezvous port the run used (released by the time this is raised).
     """

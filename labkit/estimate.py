@@ -40,7 +40,10 @@ class JobFit:
 
 
 def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
-    """Fit time = one-off + per-unit × size to probe runs (at least three sizes, all different)."""
+    """Fit time = one-off + per-unit × size to probe runs (at least three sizes, all different).
+
+    Taught in notebook 11.
+    """
     from .scaling import fit_linear
 
     x = np.asarray(sizes, dtype=float)
@@ -57,6 +60,8 @@ def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
 
 def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, float]:
     """(one-off seconds, steady seconds per step) from the per-step times of one run.
+
+    Taught in notebook 11.
 
     The steady cost is the median of the steps after the first ``warm``; what the first steps took
     beyond it is the one-off cost (allocation, kernel selection, compilation, cold caches).

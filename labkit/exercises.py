@@ -12,6 +12,8 @@ import math
 def check(name: str, answer, expected, rel_tol: float = 1e-9, hint: str = "") -> bool | None:
     """Compare a learner's ``answer`` with ``expected`` and print a verdict.
 
+    Taught in notebook 00.
+
     Returns ``None`` while the answer is still ``None`` (unsolved), else ``True``/``False``.
     Numbers match within ``rel_tol``; anything else must be equal.
     """

@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.utils._pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-aten = torch.ops.aten
+from . import compat
+from .compat import TorchDispatchMode, tree_leaves
 
 
 def _cpu_sdpa_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
@@ -45,13 +44,15 @@ def _native_mha_flop(query_shape, key_shape, value_shape, embed_dim, *args, out_
 # F.scaled_dot_product_attention uses on CPUs, so attention would count as 0 FLOPs on a laptop.
 # The CPU kernel does the same maths; count it with torch's own formula. Likewise the fused
 # inference path of nn.MultiheadAttention (used by torchvision's ViT under no_grad) counted 0.
-_EXTRA_FORMULAS = {}
-if hasattr(aten, "_native_multi_head_attention"):
-    _EXTRA_FORMULAS[aten._native_multi_head_attention] = _native_mha_flop
-if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-    _EXTRA_FORMULAS[aten._scaled_dot_product_flash_attention_for_cpu] = _cpu_sdpa_flop
-if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
-    _EXTRA_FORMULAS[aten._scaled_dot_product_flash_attention_for_cpu_backward] = _cpu_sdpa_backward_flop
+_EXTRA_FORMULAS = {
+    op: formula
+    for op, formula in zip(
+        map(compat.aten_op, compat.CPU_ATTENTION_OPS),
+        (_native_mha_flop, _cpu_sdpa_flop, _cpu_sdpa_backward_flop),
+        strict=True,
+    )
+    if op is not None
+}
 
 
 def _run_counted(fn_or_module: Callable, inputs: tuple, kwargs: dict) -> FlopCounterMode:
@@ -65,6 +66,8 @@ def _run_counted(fn_or_module: Callable, inputs: tuple, kwargs: dict) -> FlopCou
 
 def count_flops(fn_or_module: Callable, *inputs, **kwargs) -> int:
     """FLOPs (2 per multiply-add) of one call ``fn_or_module(*inputs, **kwargs)``, forward and backward.
+
+    Taught in notebook 00.
 
     Runs the call once under ``FlopCounterMode``; a backward pass inside ``fn`` is counted too,
     so ``count_flops(train_step, x, y)`` counts a whole training step (notebook 01).
@@ -87,8 +90,8 @@ class _TrafficCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        outputs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         input_storages = {t.untyped_storage().data_ptr() for t in inputs}
         if outputs and all(t.untyped_storage().data_ptr() in input_storages for t in outputs):
             return out  # a view (transpose, reshape, slice...): no data moves
@@ -120,16 +123,6 @@ def count_memory_traffic(fn_or_module: Callable, *inputs, **kwargs) -> int:
 def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> int:
     """FLOPs of ``batch`` products of (m×k) by (k×n): 2·m·n·k each."""
     return 2 * batch * m * n * k
-
-
-def matmul_bytes(m: int, n: int, k: int, dtype: torch.dtype = torch.float32, batch: int = 1) -> int:
-    """Minimum bytes moved by a matmul: read both inputs once, write the output once."""
-    return batch * (m * k + k * n + m * n) * dtype_bytes(dtype)
-
-
-def dtype_bytes(dtype: torch.dtype) -> int:
-    """Bytes per element of ``dtype`` (4 for float32, 2 for bfloat16, 1 for int8)."""
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:

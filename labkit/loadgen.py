@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m labkit.loadgen URL``: send a load to a server from a process of its own; write the timings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8123")
     parser.add_argument("--features", type=int, required=True, help="numbers per request")

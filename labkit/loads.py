@@ -141,7 +141,10 @@ def _result(server: DynamicBatcher, scenario: str, start: float | None = None, r
 def single_stream(
     server: DynamicBatcher, make_input: Callable[[int], torch.Tensor], n: int, timeout_s: float = 120
 ) -> LoadResult:
-    """MLPerf's single stream: one request at a time; the next is sent when the previous answer arrives."""
+    """MLPerf's single stream: one request at a time; the next is sent when the previous answer arrives.
+
+    Taught in notebook 07.
+    """
     _check_n(n)
     inputs = [make_input(i) for i in range(n)]
     server.reset_timings()
@@ -164,7 +167,10 @@ def single_stream(
 def offline(
     server: DynamicBatcher, make_input: Callable[[int], torch.Tensor], n: int, timeout_s: float = 120
 ) -> LoadResult:
-    """MLPerf's offline: all ``n`` requests at once; what matters is how soon the last one is done."""
+    """MLPerf's offline: all ``n`` requests at once; what matters is how soon the last one is done.
+
+    Taught in notebook 07.
+    """
     _check_n(n)
     inputs = [make_input(i) for i in range(n)]
     server.reset_timings()
@@ -184,6 +190,8 @@ def poisson(
     max_s: float = 30.0,
 ) -> LoadResult:
     """MLPerf's server scenario: requests arriving at random (a Poisson process) at ``rate`` per second.
+
+    Taught in notebook 07.
 
     Arrival times are drawn up front; a request is submitted as soon as its time has come and
     its latency counts from that scheduled time. Stops submitting after ``max_s`` seconds.
@@ -236,6 +244,8 @@ def find_max_rate(
     seed: int = 0,
 ) -> RateSearch:
     """Bisect on the arrival rate (geometrically) for the highest one whose p99 latency meets the bound.
+
+    Taught in notebook 07.
 
     A trial meets the bound when its p99 is within ``p99_bound_ms`` *and* the server kept up
     (achieved at least 90% of the offered rate); a rate counts as failed only if a second trial at it

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import compat
 from .device import available_memory_bytes
 from .errors import DoesNotFitError, MeasurementError
 from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.state_bytes, memory.fits_on, ...)
@@ -45,31 +46,6 @@ _CATEGORY_OF = {
     "Temp": "other",
     "Other": "other",
 }
-
-
-def _repeatable_tracker():
-    """A MemTracker that allows repeated top-level calls (imported on first use: MemTracker's import costs
-    about 1.5 s, paid by every process that imports labkit, workers and the trainer included)."""
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    class _RepeatableMemTracker(MemTracker):
-        """MemTracker that allows one model to be called several times within one measurement.
-
-        MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
-        ("multiple iterative calls"), which gradient accumulation (notebook 05) and token-by-token
-        generation (notebook 07) both make. labkit only reads the tracker's global snapshots, so on a
-        repeated top-level call the module's own statistics are started afresh instead; the global
-        current and peak memory are unaffected.
-        """
-
-        def _pre_fw_hook(self, module, inputs) -> None:
-            if module in self.memory_tracking and not self._mod_tracker.is_bw:
-                name = self._mod_tracker.get_known_fqn(module)
-                if set(self._mod_tracker.parents) - {name} == {"Global"}:
-                    del self.memory_tracking[module]
-            super()._pre_fw_hook(module, inputs)
-
-    return _RepeatableMemTracker()
 
 
 @dataclass
@@ -168,7 +144,7 @@ def peak_memory(
         torch.cuda.reset_peak_memory_stats(device)
         baseline = torch.cuda.memory_allocated(device)
 
-    tracker = _repeatable_tracker()
+    tracker = compat.repeatable_mem_tracker()
     if trackables:
         tracker.track_external(*trackables)
         _mark_frozen_parameters(tracker, trackables)
@@ -273,9 +249,7 @@ def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: s
     prediction equals a real run's peak on CPU (notebook 04 checks this on a small model). It does
     not include what only a GPU adds: the CUDA context, the allocator's rounding and cache.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with FakeTensorMode():
+    with compat.fake_tensor_mode():
         step, track = build()
         record = peak_memory(step, track=track, label=label or "predicted step")
     record.source = "MemTracker on fake tensors (predicted; nothing allocated)"

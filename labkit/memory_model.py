@@ -47,6 +47,8 @@ def bytes_per_parameter(recipe: str) -> StateBytes:
 def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> dict[str, int]:
     """Predicted parameter, gradient and optimizer bytes for a model of ``n_params`` parameters.
 
+    Taught in notebook 01.
+
     Gradients and optimizer state exist only for trainable parameters (``n_trainable``, default
     all of them): that is why fine-tuning a head is so much lighter than full training.
     """
@@ -98,7 +100,7 @@ def estimate_transformer_training(
 
 
 def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRACTION) -> bool:
-    """Whether ``total_bytes`` fit in a GPU of ``gpu_gb`` vendor gigabytes, keeping headroom."""
+    """Whether ``total_bytes`` fit in a GPU of ``gpu_gb`` vendor gigabytes, keeping headroom. Taught in notebook 04."""
     if gpu_gb <= 0:
         raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
     return total_bytes <= usable_fraction * gpu_gb * 1e9

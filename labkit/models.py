@@ -16,6 +16,8 @@ from .memory import ensure_fits
 class MLP(nn.Module):
     """``depth`` hidden layers of width ``hidden`` with ReLU, then a linear head.
 
+    Taught in notebook 01.
+
     ``backbone`` and ``head`` are separate so fine-tuning can freeze one and train the other.
     """
 
@@ -112,7 +114,7 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    """A small GPT-style decoder with an optional KV cache for generation."""
+    """A small GPT-style decoder with an optional KV cache for generation. Taught in notebook 03."""
 
     def __init__(self, vocab: int = 256, d_model: int = 128, n_layers: int = 2, n_heads: int = 4, max_len: int = 256):
         super().__init__()
@@ -173,6 +175,8 @@ TORCHVISION_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", 
 def build_model(family: str, size: str = "s", device: torch.device | str = "cpu", **overrides) -> nn.Module:
     """A model of ``family`` ("mlp", "cnn", "gpt") at ``size`` ("xs", "s", "m", "l"), on ``device``.
 
+    Taught in notebook 02.
+
     The model is first built on the ``meta`` device (no memory) to count its weights, and a
     :class:`~labkit.memory.DoesNotFitError` is raised before allocating if they cannot fit.
     """
@@ -190,7 +194,10 @@ def build_model(family: str, size: str = "s", device: torch.device | str = "cpu"
 
 
 def torchvision_model(name: str, num_classes: int = 1000, device: torch.device | str = "cpu") -> nn.Module:
-    """A torchvision architecture with random weights (``weights=None``: nothing is downloaded)."""
+    """A torchvision architecture with random weights (``weights=None``: nothing is downloaded).
+
+    Taught in notebook 00.
+    """
     import torchvision
 
     available = set(torchvision.models.list_models(module=torchvision.models))
@@ -200,7 +207,7 @@ def torchvision_model(name: str, num_classes: int = 1000, device: torch.device |
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
-    """Number of parameters (elements, not bytes); shared tensors counted once."""
+    """Number of parameters (elements, not bytes); shared tensors counted once. Taught in notebook 01."""
     seen, total = set(), 0
     for p in model.parameters():
         if id(p) in seen or (trainable_only and not p.requires_grad):
@@ -211,7 +218,10 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 def mlp_forward_flops(widths: list[int], batch: int) -> int:
-    """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., num_classes]``: Σ 2·B·in·out."""
+    """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., num_classes]``: Σ 2·B·in·out.
+
+    Taught in notebook 01.
+    """
     return sum(2 * batch * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 

@@ -141,7 +141,7 @@ def use_style() -> None:
 
 
 def progress(iterable: Iterable | None = None, desc: str = "", total: int | None = None, **kwargs):
-    """A ``tqdm.auto`` progress bar: a widget in Jupyter, text in a terminal."""
+    """A ``tqdm.auto`` progress bar: a widget in Jupyter, text in a terminal. Taught in notebook 01."""
     return tqdm(iterable, desc=desc, total=total, **kwargs)
 
 

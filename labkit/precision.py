@@ -11,14 +11,16 @@ the point is where the bytes are, so the state is kept in plain tensors that Mem
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn as nn
+
+from . import compat
 
 
 class MixedPrecisionAdam(torch.optim.Optimizer):
     """Adam over fp32 master weights for a model whose own weights are bf16 or fp16.
+
+    Taught in notebook 04.
 
     ``step`` copies each low-precision gradient into fp32, updates the fp32 master weight with Adam,
     and writes the rounded result back into the model. The state per parameter is the master copy
@@ -69,17 +71,14 @@ class Int8WeightOnlyLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
         flat = x.reshape(-1, self.in_features)
-        if flat.device.type == "cpu" and hasattr(torch, "_weight_int8pack_mm"):
-            y = torch._weight_int8pack_mm(flat, self.weight_int8, self.scale.to(flat.dtype))
-        else:  # dequantise: correct everywhere, but briefly holds the layer's weight in x's precision
-            y = flat @ (self.weight_int8.to(flat.dtype) * self.scale.to(flat.dtype)[:, None]).T
+        y = compat.int8_weight_matmul(flat, self.weight_int8, self.scale)
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
 def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
-    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`."""
+    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`. Taught in notebook 04."""
     for name, child in model.named_children():
         if isinstance(child, nn.Linear):
             setattr(model, name, Int8WeightOnlyLinear(child))
@@ -89,15 +88,12 @@ def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
 
 
 def int8_overhead_bytes(model: nn.Module) -> int:
-    """Bytes of the per-channel scales and fp32 biases that int8 weight-only quantization keeps."""
+    """Bytes of the per-channel scales and fp32 biases that int8 weight-only quantization keeps.
+
+    Taught in notebook 04.
+    """
     return sum(
         m.scale.nbytes + (m.bias.nbytes if m.bias is not None else 0)
         for m in model.modules()
         if isinstance(m, Int8WeightOnlyLinear)
     )
-
-
-def relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:
-    """‖approx − exact‖ / ‖exact‖, in float32."""
-    exact = exact.float()
-    return float((approx.float() - exact).norm() / exact.norm().clamp(min=math.ulp(1.0)))

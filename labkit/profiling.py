@@ -49,14 +49,20 @@ def profile_steps(
 
 
 def top_operators(prof: profile, n: int = 10, device: torch.device | str | None = None) -> str:
-    """The profiler's own table of the ``n`` operators with the most self time (CPU, or CUDA on a GPU)."""
+    """The profiler's own table of the ``n`` operators with the most self time (CPU, or CUDA on a GPU).
+
+    Taught in notebook 09.
+    """
     on_cuda = device is not None and torch.device(device).type == "cuda"
     key = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=key, row_limit=n, max_name_column_width=40)
 
 
 def export_trace(prof: profile, path: str | Path) -> Path:
-    """Write a Chrome-trace JSON for Perfetto (ui.perfetto.dev) or chrome://tracing; returns the path."""
+    """Write a Chrome-trace JSON for Perfetto (ui.perfetto.dev) or chrome://tracing; returns the path.
+
+    Taught in notebook 09.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(path))

@@ -121,6 +121,8 @@ class _Server(ThreadingHTTPServer):
 def serve_http(batcher: DynamicBatcher, features: int, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ``batcher`` at ``http://host:<port>`` (a port the OS picks) for the ``with`` block; yields the URL.
 
+    Taught in notebook 07.
+
     ``POST /predict`` with ``{"inputs": [features numbers]}`` answers ``{"outputs": [...], "server_ms": ...}``;
     malformed requests get a 4xx with a message. Leaving the block (normally, by an exception or by an
     interrupt) shuts the server down and closes its socket.
@@ -149,6 +151,8 @@ def http_load(
     seed: int = 0,
 ) -> dict:
     """Drive ``url`` from a second process: ``n`` requests at a Poisson ``rate``, for at most ``max_s`` seconds.
+
+    Taught in notebook 07.
 
     While the load generator (``labkit/loadgen.py``) runs, ``batcher`` serves in this thread. Returns
     the generator's measurements: end-to-end latencies in ms, the server's own time per request, errors.

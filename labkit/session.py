@@ -97,6 +97,8 @@ def start(
 ) -> Lab:
     """Set up notebook ``name`` (e.g. ``"05_batch_size"``): device, sizes, threads, style, card and log.
 
+    Taught in notebook 00.
+
     ``profile`` and ``device`` are the notebook's parameters ("auto" lets ``LABKIT_PROFILE`` /
     ``LABKIT_DEVICE`` decide); ``dtype`` names the number formats the notebook measures, for the card;
     ``threads`` overrides the course's CPU thread count (see the module's docstring). Prints one line

@@ -32,12 +32,15 @@ def _threads(pid: int) -> list[int]:
 
 
 def can_pin() -> bool:
-    """Whether this platform can pin processes to cores (Linux), and has at least two to pin to."""
+    """Whether this platform can pin processes to cores (Linux), and has at least two to pin to.
+
+    Taught in notebook 10.
+    """
     return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:
-    """Pin every thread of process ``pid`` to ``cpus`` (Linux)."""
+    """Pin every thread of process ``pid`` to ``cpus`` (Linux). Taught in notebook 10."""
     if not hasattr(os, "sched_setaffinity"):
         raise OSError("CPU affinity cannot be set on this platform (Linux only)")
     for tid in _threads(pid):
@@ -49,6 +52,8 @@ def set_affinity(pid: int, cpus: set[int]) -> None:
 
 def set_nice(pid: int, nice: int) -> None:
     """Set the scheduling niceness (-20 most favoured … 19 least) of every thread of ``pid``.
+
+    Taught in notebook 10.
 
     Raising niceness is always allowed; lowering it below its start value needs privileges, so a
     process set to 19 may not come back to 0 for an ordinary user: restart it instead.
@@ -64,6 +69,8 @@ def set_nice(pid: int, nice: int) -> None:
 
 class BackgroundTrainer:
     """A training job in its own process, for ``max_s`` seconds at most. Use it as a context manager.
+
+    Taught in notebook 10.
 
     It trains an MLP on random data with ``threads`` torch threads and logs ``time steps`` lines;
     :meth:`steps_per_s` reads its throughput over any window of wall-clock time.
@@ -180,6 +187,7 @@ def _train(log: Path, threads: int, max_s: float, d_in: int, hidden: int, batch:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """``python -m labkit.sharing``: the background training job, logging each step's time to a file."""
     parser = argparse.ArgumentParser(prog="python -m labkit.sharing", description="A background training job.")
     parser.add_argument("--log", required=True)
     parser.add_argument("--threads", type=int, default=2)

@@ -91,7 +91,7 @@ class TimingRecord:
 
 
 def format_seconds(seconds: float) -> str:
-    """Seconds in the unit that reads best: ns, µs, ms, s."""
+    """Seconds in the unit that reads best: ns, µs, ms, s. Taught in notebook 00."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -99,7 +99,7 @@ def format_seconds(seconds: float) -> str:
 
 
 def throughput(items: float, seconds: float) -> float:
-    """Items per second. ``seconds`` must be positive."""
+    """Items per second. ``seconds`` must be positive. Taught in notebook 07."""
     if seconds <= 0:
         raise ValueError(f"seconds must be positive to compute a throughput, got {seconds}")
     return items / seconds
@@ -201,7 +201,7 @@ def time_once(fn: Callable, *args, device: torch.device | str | None = None, syn
 
 
 def summarize(times_s: list[float]) -> dict:
-    """Median, quartiles and extremes of a list of timings, in seconds."""
+    """Median, quartiles and extremes of a list of timings, in seconds. Taught in notebook 00."""
     ordered = sorted(times_s)
     q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
     return dict(

@@ -25,6 +25,8 @@ def headless() -> bool:
 def interact(fn: Callable, **controls):
     """``ipywidgets.interact(fn, **controls)``, or ``fn()`` with its defaults when headless.
 
+    Taught in notebook 00.
+
     ``controls`` use ipywidgets' abbreviations: ``(min, max, step)`` for a slider, a list for a
     drop-down. Every parameter of ``fn`` needs a default: it is the control's starting value.
     """

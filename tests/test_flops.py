@@ -59,8 +59,6 @@ def test_by_operator_and_intensity():
     assert flops.arithmetic_intensity(100, 50) == 2
     with pytest.raises(ValueError, match="positive"):
         flops.arithmetic_intensity(1, 0)
-    assert flops.dtype_bytes(torch.bfloat16) == 2 and flops.dtype_bytes(torch.int8) == 1
-    assert flops.matmul_bytes(2, 3, 4) == (2 * 4 + 4 * 3 + 2 * 3) * 4
     with pytest.raises(TypeError, match="module or a callable"):
         flops.count_flops("resnet")
 

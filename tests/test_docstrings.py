@@ -1,0 +1,75 @@
+"""Every public labkit helper a notebook uses says, in its docstring, which notebook teaches it; no dead helpers.
+
+"Uses" means the notebook's code names it as an attribute (``labkit.measure``, ``memory.fits_on``) or imports it.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMED = re.compile(r"notebooks? ((?:\d\d(?:, | and | or |, and )?)+)")
+
+
+def _notebook_code() -> dict[str, str]:
+    code = {}
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        code[path.stem[:2]] = "\n".join(c.source for c in cells if c.cell_type == "code")
+    return code
+
+
+def _uses(code: str, name: str) -> bool:
+    return bool(
+        re.search(rf"\.{name}\b", code) or re.search(rf"^\s*from labkit[\w.]* import [^\n]*\b{name}\b", code, re.M)
+    )
+
+
+def _public_helpers():
+    for path in sorted((ROOT / "labkit").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
+                yield path.stem, node
+
+
+NOTEBOOKS = _notebook_code()
+HELPERS = list(_public_helpers())
+
+
+@pytest.mark.parametrize(("module", "node"), HELPERS, ids=[f"{m}.{n.name}" for m, n in HELPERS])
+def test_a_helper_names_a_notebook_that_uses_it(module, node):
+    users = sorted(nb for nb, code in NOTEBOOKS.items() if _uses(code, node.name))
+    doc = ast.get_docstring(node) or ""
+    assert doc, f"labkit.{module}.{node.name} has no docstring"
+    named = {n for group in NAMED.findall(doc) for n in re.findall(r"\d\d", group)}
+    taught = re.findall(r"Taught in notebooks? (\d\d)", doc)
+    for nb in taught:
+        assert nb in users, f"labkit.{module}.{node.name} says it is taught in notebook {nb}, which does not use it"
+    if users:
+        assert named & set(users), (
+            f"labkit.{module}.{node.name} is used by notebook(s) {users}; its docstring must name one "
+            f"(e.g. 'Taught in notebook {users[0]}.'); it names {sorted(named) or 'none'}"
+        )
+
+
+def test_every_public_helper_is_used_outside_the_tests():
+    library = {p.stem: p.read_text() for p in (ROOT / "labkit").glob("*.py")}
+    tools = "\n".join(p.read_text() for p in (ROOT / "tools").glob("*.py"))
+    unused = []
+    for module, node in HELPERS:
+        word = re.compile(rf"\b{node.name}\b")
+        in_library = any(word.search(text) for m, text in library.items() if m != module)
+        in_own_module = len(word.findall(library[module])) > 1
+        in_notebooks = any(_uses(code, node.name) for code in NOTEBOOKS.values())
+        if not (in_library or in_own_module or in_notebooks or word.search(tools)):
+            unused.append(f"{module}.{node.name}")
+    assert not unused, f"public helpers nothing but the tests use (remove them, or use them): {unused}"
+
+
+def test_the_checks_see_the_notebooks():
+    """Guards the two tests above against passing vacuously (no notebooks found, no helper matched)."""
+    assert len(NOTEBOOKS) >= 12 and len(HELPERS) > 100
+    assert _uses(NOTEBOOKS["00"], "measure") and not _uses(NOTEBOOKS["00"], "no_such_helper")
