@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .device import sync
+from .result import Result
 
 
 @dataclass
@@ -27,7 +28,7 @@ class _Request:
 
 
 @dataclass
-class RequestTiming:
+class RequestTiming(Result):
     """One answered request: when it arrived, when its batch started and ended, and the batch's size."""
 
     arrival_s: float

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .flops import matmul_flops
+from .result import Result
 from .specs import DATASHEETS  # noqa: F401 (re-exported: notebooks 00 and 06 read ceilings.DATASHEETS)
 from .timing import TimingRecord, measure
 
@@ -35,7 +36,7 @@ def low_precision_dtype(device: torch.device | str) -> torch.dtype:
 
 
 @dataclass
-class Ceiling:
+class Ceiling(Result):
     """One measured ceiling: a rate and how it was measured."""
 
     name: str
@@ -136,7 +137,7 @@ def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> 
 
 
 @dataclass
-class Roofline:
+class Roofline(Result):
     """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth). Taught in notebook 00."""
 
     peak_flops: float

@@ -39,6 +39,7 @@ import torch
 from . import environment, session
 from .device import sync
 from .errors import ClaimContradicted, MeasurementError
+from .result import Result
 
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
 HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
@@ -100,7 +101,7 @@ class Expectation:
 
 
 @dataclass
-class Claim:
+class Claim(Result):
     """A decided claim: what was claimed, the measured quantity with its interval, and the verdict."""
 
     statement: str

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from .result import Result
+
 POLICIES = ("shared_fifo", "priority", "static", "borrow")
 _INFERENCE, _TRAINING = 0, 1  # request priorities: lower wins
 _HANDOVER_S = 1e-6  # an inference GPU is released this long before the slot ends
@@ -63,7 +65,7 @@ class Workload:
 
 
 @dataclass
-class DayResult:
+class DayResult(Result):
     """What a policy achieved over the simulated day."""
 
     policy: str

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .result import Result
 from .specs import LINK_SPECS
 
 
 @dataclass(frozen=True)
-class Link:
+class Link(Result):
     """An interconnect in the latency–bandwidth model: a ring all-reduce of S bytes over n ranks takes
     2(n−1)·latency + 2(n−1)/n · S / bandwidth (each rank sends and receives 2(n−1)/n · S).
 

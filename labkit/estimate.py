@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .result import Result
+
 
 @dataclass(frozen=True)
-class JobFit:
+class JobFit(Result):
     """time ≈ one_off_s + per_unit_s × size, fitted on probe runs, with the scatter of the fit."""
 
     one_off_s: float
@@ -74,7 +76,7 @@ def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, 
 
 
 @dataclass
-class EstimateCard:
+class EstimateCard(Result):
     """A prediction for a job, with what it rests on (notebook 11)."""
 
     job: str

@@ -22,10 +22,11 @@ import numpy as np
 import torch
 
 from .batcher import DynamicBatcher
+from .result import Result
 
 
 @dataclass
-class LoadResult:
+class LoadResult(Result):
     """Latencies of one load run, and what it achieved."""
 
     scenario: str
@@ -224,7 +225,7 @@ def poisson(
 
 
 @dataclass
-class RateSearch:
+class RateSearch(Result):
     """The server scenario's answer: the highest rate that met the p99 bound, and every trial."""
 
     best_rate: float | None

@@ -30,6 +30,7 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     fits_on,
     state_bytes,
 )
+from .result import Result
 from .specs import GPU_MEMORY_GB  # noqa: F401 (re-exported: notebooks 04 and 11 list memory.GPU_MEMORY_GB)
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
@@ -49,7 +50,7 @@ _CATEGORY_OF = {
 
 
 @dataclass
-class MemoryRecord:
+class MemoryRecord(Result):
     """Peak memory of one call, with the breakdown at the moment of the peak."""
 
     label: str
@@ -257,7 +258,7 @@ def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: s
 
 
 @dataclass(frozen=True)
-class BatchTrial:
+class BatchTrial(Result):
     """One try of the batch-size search: did the step fit, and what did it need?"""
 
     batch: int
@@ -267,7 +268,7 @@ class BatchTrial:
 
 
 @dataclass
-class BatchSearch:
+class BatchSearch(Result):
     """The result of :func:`find_max_batch`: the limit, bracketed, and every trial that found it."""
 
     largest_fitting: int

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .result import Result
+
 
 @dataclass(frozen=True)
-class StateBytes:
+class StateBytes(Result):
     """Bytes per parameter held as state (not activations) by a precision/optimizer recipe."""
 
     parameters: float

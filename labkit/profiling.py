@@ -17,6 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from .device import sync
+from .result import Result
 
 
 def profile_steps(
@@ -70,7 +71,7 @@ def export_trace(prof: profile, path: str | Path) -> Path:
 
 
 @dataclass
-class LoopTiming:
+class LoopTiming(Result):
     """Per step of a training loop: seconds waiting for the next batch, and seconds computing on it."""
 
     data_s: list[float] = field(default_factory=list)

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .result import Result
+
 
 @dataclass(frozen=True)
-class PowerLawFit:
+class PowerLawFit(Result):
     """y ≈ coefficient · x^exponent, fitted by least squares on log y against log x."""
 
     exponent: float
@@ -52,7 +54,7 @@ def fit_power_law(xs: Sequence[float], ys: Sequence[float]) -> PowerLawFit:
 
 
 @dataclass(frozen=True)
-class LinearFit:
+class LinearFit(Result):
     """y ≈ fixed + per_unit · x: a one-off cost plus a cost per unit of input."""
 
     fixed: float

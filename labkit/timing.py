@@ -19,6 +19,7 @@ import torch
 
 from .device import sync
 from .errors import MeasurementError
+from .result import Result
 
 NOISE_THRESHOLD = 0.10  # IQR / median above this is reported as noisy (torch.utils.benchmark uses 10% too)
 
@@ -28,7 +29,7 @@ class NoisyMeasurementWarning(UserWarning):
 
 
 @dataclass
-class TimingRecord:
+class TimingRecord(Result):
     """One measured callable: median seconds per call and the spread around it."""
 
     label: str
