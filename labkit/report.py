@@ -15,8 +15,8 @@ import re
 import time
 from pathlib import Path
 
-from .claims import CLAIMS_ENV, CONTRADICTED, HOLDS, UNDECIDED, noisy_run
 from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic, write_text_atomic
+from .verdicts import CLAIMS_ENV, CONTRADICTED, HOLDS, UNDECIDED, noisy_run
 from .widgets import HEADLESS_ENV
 
 
