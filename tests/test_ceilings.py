@@ -17,11 +17,6 @@ def test_roofline_arithmetic():
 def test_roofline_from_both_measured_ceilings():
     roof = ceilings.measure_roofline("cpu", min_run_s=0.05, n=128, mib=8)
     assert roof.peak_flops > 0 and roof.bandwidth > 0 and roof.label == "float32 roofline"
-    # the roofline's claim about the machine: an op below the ridge is memory-bound, above it compute-bound
-    assert (
-        roof.bound(roof.ridge_intensity / 4) == "memory-bound"
-        and roof.bound(roof.ridge_intensity * 4) == "compute-bound"
-    )
 
 
 def test_measured_ceilings_are_rates_from_their_timings():
