@@ -67,6 +67,10 @@ def test_only_checked_cells_store_outputs(path):
             continue
         checked = cell.source.lstrip().startswith("# NBVAL_CHECK_OUTPUT")
         assert bool(cell.outputs) == checked, cell.source[:60]
+        # nbval takes a checked cell without an execution count for one that never ran, and fails it
+        assert cell.execution_count is not None or not checked, (
+            f"checked cell without execution count: {cell.source[:60]}"
+        )
         assert all(o.output_type != "error" for o in cell.outputs)
 
 
