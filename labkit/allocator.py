@@ -1,10 +1,10 @@
 """Steadier CPU timings: ask the C allocator to keep freed memory in the process (Linux, glibc).
 
-Applied when labkit is imported. glibc's malloc hands large freed blocks back to the operating
+Applied by ``labkit.start`` (and in worker processes). glibc's malloc hands large freed blocks back to the operating
 system and page-faults them in again at the next allocation. PyTorch frees and reallocates
 activations, gradients and optimizer temporaries of the same sizes every step, so on machines
-where page faults are slow (small virtual machines especially) a step's time then swings by
-20-30% from run to run, and a short run looks slower than a long one. Keeping freed memory in
+where page faults are slow (small virtual machines especially) a step's time then swings
+from run to run, and a short run looks slower than a long one. Keeping freed memory in
 the process removes that noise at the cost of holding on to memory the process has already used.
 PyTorch's CPU performance guide suggests a caching allocator (jemalloc, tcmalloc) for the same
 reason; this needs no extra library. Set ``LABKIT_MALLOPT=0`` to leave the allocator alone.

@@ -5,7 +5,8 @@ Taught in notebook 00; later notebooks place their operations on this roofline.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,31 @@ def datasheet_for(device_name: str) -> dict[str, float] | None:
         if key.lower() in device_name.lower():
             return sheet
     return None
+
+
+@contextlib.contextmanager
+def tf32_matmuls() -> Iterator[None]:
+    """Inside the block, float32 matmuls on an NVIDIA GPU may use TF32 tensor cores. Taught in notebook 00.
+
+    TF32 keeps float32's range but rounds the inputs to 10 mantissa bits (float32 has 23), and runs several times
+    faster on Ampere and later GPUs. PyTorch leaves it off for matmuls by default, so plain float32 code gets the
+    datasheet's fp32 figure, not its TF32 one. CPU matmuls are unaffected.
+    """
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # PyTorch 2.9 and later
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+    else:
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(before)
 
 
 def low_precision_dtype(device: torch.device | str) -> torch.dtype:

@@ -127,7 +127,9 @@ def training_time_from_flops(
 ) -> float:
     """First-principles seconds for ``steps`` of ``flops_per_step`` at ``utilisation`` of the peak (notebook 11).
 
-    For a transformer, flops_per_step ≈ 6 × parameters × tokens per step (forward 2, backward 4).
+    For a dense transformer, flops_per_step ≈ 6 × parameters × tokens per step (forward 2, backward 4 FLOPs
+    per weight per token; Kaplan et al. 2020), plus attention's share, which grows with the context length.
+    Not for conv nets: their filters are reused at every position (notebook 01 counts both).
     """
     for name, value in dict(flops_per_step=flops_per_step, steps=steps, peak_flops=peak_flops, devices=devices).items():
         if value <= 0:

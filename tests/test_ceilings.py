@@ -44,3 +44,27 @@ def test_ceiling_calls_turn_round_statistics_into_the_roofline_exactly():
     assert calls.bandwidth(stats) == pytest.approx(1e10)
     assert calls.predict_seconds(stats, 2e9, 1e9) == pytest.approx(2.0)  # compute-bound: 2 s of FLOPs, 0.1 s of bytes
     assert calls.predict_seconds(stats, 1e6, 1e10) == pytest.approx(1.0)  # memory-bound
+
+
+def test_tf32_matmuls_switches_tf32_on_inside_the_block_only():
+    matmul = torch.backends.cuda.matmul
+    read = (lambda: matmul.fp32_precision) if hasattr(matmul, "fp32_precision") else torch.get_float32_matmul_precision
+    before = read()
+    with ceilings.tf32_matmuls():
+        assert read() in ("tf32", "high")
+    assert read() == before
+
+
+def test_datasheet_ridges_are_tens_in_fp32_and_hundreds_with_tensor_cores():
+    """What notebook 00 teaches from the datasheets: a GPU's float32 ridge is near a CPU's, its tensor cores' far above."""
+    for gpu, sheet in ceilings.DATASHEETS.items():
+        ridge = {p: sheet[f"{p}_tflops"] * 1e12 / (sheet["bandwidth_gbs"] * 1e9) for p in ("fp32", "tf32", "bf16")}
+        assert 5 < ridge["fp32"] < 25, gpu
+        assert ridge["tf32"] > 4 * ridge["fp32"] and ridge["bf16"] > 100, gpu
+    h200 = ceilings.DATASHEETS["H200"]
+    assert (h200["fp32_tflops"], h200["tf32_tflops"], h200["bf16_tflops"], h200["bandwidth_gbs"]) == (
+        67,
+        494.5,
+        989,
+        4800,
+    )
