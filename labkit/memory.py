@@ -28,6 +28,7 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     bytes_per_parameter,
     estimate_transformer_training,
     fits_on,
+    kv_cache_bytes,
     state_bytes,
 )
 from .result import Result

@@ -1,6 +1,6 @@
-"""Memory from first principles (notebooks 04, 05 and 11): bytes of state per parameter for each training recipe,
-a transformer's training memory, and whether it fits a GPU. Pure arithmetic; :mod:`labkit.memory` measures, and
-re-exports these.
+"""Memory from first principles (notebooks 04, 05, 07 and 11): bytes of state per parameter for each training
+recipe, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
+:mod:`labkit.memory` measures, and re-exports these.
 """
 
 from __future__ import annotations
@@ -106,3 +106,20 @@ def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRA
     if gpu_gb <= 0:
         raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
     return total_bytes <= usable_fraction * gpu_gb * 1e9
+
+
+def kv_cache_bytes(
+    n_layers: int, kv_heads: int, head_dim: int, tokens: int, batch: int = 1, bytes_per_value: int = 2
+) -> int:
+    """Bytes of a decoder's KV cache: a key and a value vector per layer, key/value head and token, per sequence.
+
+    Taught in notebook 07. ``2 · n_layers · kv_heads · head_dim · tokens · batch · bytes_per_value``. Every decode
+    step reads all of it (each new token attends to every cached one), so at long contexts or large batches it
+    outweighs the weights. Models with grouped-query attention share ``kv_heads`` key/value heads among more query
+    heads (Llama 2 70B: 8 for 64), which shrinks the cache by that factor.
+    """
+    for name, value in dict(n_layers=n_layers, kv_heads=kv_heads, head_dim=head_dim, tokens=tokens, batch=batch,
+                            bytes_per_value=bytes_per_value).items():  # fmt: skip
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return 2 * n_layers * kv_heads * head_dim * tokens * batch * bytes_per_value

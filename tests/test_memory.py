@@ -231,3 +231,25 @@ def test_a_model_called_several_times_in_one_measurement_is_tracked():
     grads = 4 * models.count_parameters(model)
     assert once.resident_by_category["gradients"] == four.resident_by_category["gradients"] == grads
     assert four.by_category["activations"] < once.by_category["activations"]
+
+
+def test_kv_cache_bytes_is_two_vectors_per_layer_head_and_token():
+    # Llama 2 7B (32 layers, 32 heads of 128), 4,096 tokens in 16-bit: 2 GiB per sequence, exactly
+    assert memory.kv_cache_bytes(32, 32, 128, 4096, bytes_per_value=2) == 2 * 2**30
+    # Llama 2 70B shares 8 key/value heads among 64 query heads over 80 layers: 1.25 GiB
+    assert memory.kv_cache_bytes(80, 8, 128, 4096, bytes_per_value=2) == 5 * 2**28
+    assert memory.kv_cache_bytes(2, 4, 16, 10, batch=3, bytes_per_value=4) == 2 * 2 * 4 * 16 * 10 * 3 * 4
+    with pytest.raises(ValueError, match="tokens must be a positive integer"):
+        memory.kv_cache_bytes(2, 4, 16, 0)
+
+
+def test_the_kv_cache_formula_matches_what_the_model_caches():
+    """The formula against the tensors TinyGPT really keeps in its cache after a prefill."""
+    spec = models.GPT_SIZES["xs"]
+    gpt = models.TinyGPT(vocab=256, max_len=64, **spec).eval()
+    caches = [{} for _ in gpt.blocks]
+    with torch.inference_mode():
+        gpt(torch.randint(0, 256, (3, 20)), caches)
+    held = sum(t.nbytes for c in caches for t in c.values())
+    assert held == memory.kv_cache_bytes(spec["n_layers"], spec["n_heads"], spec["d_model"] // spec["n_heads"], 20,
+                                         batch=3, bytes_per_value=4)  # fmt: skip
