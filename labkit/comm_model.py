@@ -1,8 +1,8 @@
 """The data-parallel scaling model of notebook 06: compute divides across GPUs, a ring all-reduce does not.
 
 Pure arithmetic (no processes, no torch.distributed): :class:`Link` (the latency-bandwidth model of an interconnect),
-:data:`LINKS` (vendors' figures), :func:`fit_link` (a link fitted to measured all-reduces) and
-:func:`predict_data_parallel`. :mod:`labkit.distributed` re-exports them.
+:data:`LINKS` (vendors' figures), :class:`NodeLinks` (servers: a fast link inside, a slower one between),
+:func:`fit_link` (a link fitted to measured all-reduces) and :func:`predict_data_parallel`. :mod:`labkit.distributed` re-exports them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,33 @@ class Link(Result):
 LINKS = {name: Link(name, bandwidth, latency, source) for name, (bandwidth, latency, source) in LINK_SPECS.items()}
 
 
+@dataclass(frozen=True)
+class NodeLinks(Result):
+    """Servers of ``per_node`` GPUs: a fast link inside each server, a slower one between servers.
+
+    Taught in notebook 06. Up to ``per_node`` GPUs the all-reduce is the fast link's ring. Beyond, the hierarchical
+    all-reduce (as NCCL and Horovod do it): a reduce-scatter inside each server, an all-reduce across servers of
+    each GPU's 1/per_node share (every GPU with its own network port, as in NVIDIA's DGX H100 and H200), then an
+    all-gather inside each server. The reduce-scatter and all-gather move what one all-reduce inside the server
+    moves, so a step costs ``intra.allreduce_s(per_node, S) + inter.allreduce_s(servers, S / per_node)``.
+    """
+
+    name: str
+    intra: Link
+    inter: Link
+    per_node: int = 8
+
+    def allreduce_s(self, n_ranks: int, nbytes: float) -> float:
+        if n_ranks <= self.per_node:
+            return self.intra.allreduce_s(n_ranks, nbytes)
+        if n_ranks % self.per_node:
+            raise ValueError(
+                f"{n_ranks} GPUs do not fill servers of {self.per_node}; use a multiple of {self.per_node}"
+            )
+        servers = n_ranks // self.per_node
+        return self.intra.allreduce_s(self.per_node, nbytes) + self.inter.allreduce_s(servers, nbytes / self.per_node)
+
+
 def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name: str = "measured") -> Link:
     """Calibrate a :class:`Link` from an all-reduce sweep at ``n_ranks``: time = a + b · bytes.
 
@@ -57,7 +84,7 @@ def predict_data_parallel(
     n_gpus: int,
     compute_s: float,
     grad_bytes: float,
-    link: Link,
+    link: Link | NodeLinks,
     overlap: float = 0.0,
     serial_s: float = 0.0,
     scaling: str = "strong",

@@ -46,7 +46,7 @@ import torch.distributed as dist
 
 from . import environment
 from .allocator import keep_freed_memory
-from .comm_model import LINKS, Link, fit_link, predict_data_parallel  # noqa: F401 (re-exported for notebook 06)
+from .comm_model import LINKS, Link, NodeLinks, fit_link, predict_data_parallel  # noqa: F401 (re-exported for notebook 06)
 from .ddp_workers import (  # noqa: F401 (re-exported: notebook 06 and torchrun name them as labkit.distributed)
     WorkerContext,
     allreduce_benchmark,

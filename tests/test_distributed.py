@@ -173,6 +173,18 @@ def test_ring_allreduce_model_matches_the_formula():
         link.allreduce_s(0, 1)
 
 
+def test_servers_all_reduce_inside_then_across():
+    fast, slow = dist.Link("fast", bandwidth=100e9, latency_s=0.0), dist.Link("slow", bandwidth=10e9, latency_s=0.0)
+    servers = dist.NodeLinks("2 x 4", fast, slow, per_node=4)
+    assert servers.allreduce_s(4, 4e9) == fast.allreduce_s(4, 4e9)  # one server: the fast ring alone
+    # 8 GPUs = 2 servers: inside, 2·3/4 · 4 GB at 100 GB/s = 0.06 s; across, each GPU's 1 GB share over a
+    # 2-server ring, 2·1/2 · 1 GB at 10 GB/s = 0.1 s
+    assert servers.allreduce_s(8, 4e9) == pytest.approx(0.06 + 0.1)
+    assert servers.allreduce_s(8, 4e9) < slow.allreduce_s(8, 4e9) / 2  # far better than a flat ring on the slow link
+    with pytest.raises(ValueError, match="do not fill servers of 4"):
+        servers.allreduce_s(6, 1e9)
+
+
 def test_fit_link_recovers_latency_and_bandwidth():
     link = dist.Link("truth", bandwidth=2e9, latency_s=3e-5)
     sizes = [1e3, 1e5, 1e6, 1e7, 1e8]
