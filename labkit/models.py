@@ -233,3 +233,56 @@ def mlp_training_flops(widths: list[int], batch: int) -> int:
     of the input batch. So: 3 × forward − 2·B·d_in·h₁.
     """
     return 3 * mlp_forward_flops(widths, batch) - 2 * batch * widths[0] * widths[1]
+
+
+class LoRALinear(nn.Module):
+    """A frozen ``nn.Linear`` plus a trainable low-rank update: y = W·x + (alpha / rank) · B·(A·x).
+
+    What :func:`add_lora` puts in place of each linear layer (notebook 01). Low-rank adaptation (Hu et al., 2021, *LoRA*): only A (rank × in) and B (out × rank) are
+    trained, rank·(in + out) parameters instead of in·out. B starts at zero, so the adapted model starts out
+    exactly as the original; A starts like an ``nn.Linear`` weight (the paper uses a random Gaussian).
+    Hand-written because the library that usually provides it (``peft``) is not part of this course's stack.
+    """
+
+    def __init__(self, base: nn.Linear, rank: int = 8, alpha: float = 16.0):
+        super().__init__()
+        if not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        self.base = base.requires_grad_(False)
+        self.A = nn.Parameter(torch.empty(rank, base.in_features, device=base.weight.device))
+        self.B = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
+        nn.init.kaiming_uniform_(self.A, a=5**0.5)
+        self.scale = alpha / rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + (x @ self.A.T) @ self.B.T * self.scale
+
+
+def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0) -> nn.Module:
+    """Freeze ``model`` and wrap every ``nn.Linear`` in it in a :class:`LoRALinear`, in place; returns ``model``.
+
+    Taught in notebook 01.
+    """
+    model.requires_grad_(False)
+    for name, child in list(model.named_children()):
+        if isinstance(child, nn.Linear):
+            setattr(model, name, LoRALinear(child, rank, alpha))
+        else:
+            add_lora(child, rank, alpha)
+    return model
+
+
+def lora_training_flops(widths: list[int], batch: int, rank: int) -> int:
+    """FLOPs of forward + backward for an MLP with LoRA on every layer (notebook 01). Per layer (in → out):
+
+    forward 2B·(in·out + rank·in + rank·out); backward the gradients of B and of A·x (2B·out·rank each) and of A
+    (2B·rank·in), and, except in the first layer, the input's gradient through W and through A
+    (2B·out·in + 2B·rank·in). No gradient of the frozen W itself: that is the saving.
+    """
+    total = 0
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        total += 2 * batch * (a * b + rank * a + rank * b)  # forward
+        total += 2 * batch * (2 * b * rank + rank * a)  # backward: dB, d(A·x), dA
+        if i > 0:
+            total += 2 * batch * (b * a + rank * a)  # backward: the input's gradient, through W and through A
+    return total

@@ -28,11 +28,11 @@ SIZES: dict[str, dict[str, dict]] = {
     },
     "01_inference_vs_training": {
         "quick": dict(
-            batch=256, d_in=256, hidden=1024, depth=3, classes=10,
+            batch=256, d_in=256, hidden=1024, depth=3, classes=10, lora_rank=8,
             train_samples=8192, epochs=3, min_run_s=0.2,
         ),
         "full": dict(
-            batch=512, d_in=512, hidden=4096, depth=4, classes=10,
+            batch=512, d_in=512, hidden=4096, depth=4, classes=10, lora_rank=16,
             train_samples=65536, epochs=5, min_run_s=1.0,
         ),
     },

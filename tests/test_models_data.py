@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import labkit
 from labkit import data, exercises, memory, models
 
 
@@ -94,3 +95,24 @@ def test_serialized_bytes_counts_what_torch_save_writes():
     assert params <= size < params + 16_384  # the weights plus a small header per tensor
     half = memory.serialized_bytes(model.to(torch.bfloat16))
     assert params / 2 <= half < params / 2 + 16_384
+
+
+def test_lora_trains_only_the_adapters_and_starts_as_the_original():
+    torch.manual_seed(0)
+    model = models.MLP(16, 32, 2, 4)
+    x = torch.randn(5, 16)
+    before = model(x)
+    n_before = labkit.count_parameters(model)
+    models.add_lora(model, rank=2)
+    assert torch.equal(model(x), before)  # B starts at zero
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    widths = model.widths
+    assert trainable == sum(2 * (a + b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+    assert labkit.count_parameters(model) == n_before + trainable
+
+
+def test_lora_training_flops_formula_matches_the_counter():
+    model = models.add_lora(models.MLP(16, 32, 3, 4), rank=3)
+    x, y = torch.randn(7, 16), torch.randint(0, 4, (7,))
+    counted = labkit.count_flops(lambda: torch.nn.functional.cross_entropy(model(x), y).backward())
+    assert counted == models.lora_training_flops(model.widths, 7, 3)
