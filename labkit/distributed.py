@@ -220,7 +220,7 @@ def launch(
         started = time.monotonic()
         try:
             for rank in range(world_size):
-                log = open(out / f"rank{rank}.log", "wb")  # noqa: SIM115 (closed in finally)
+                log = open(out / f"rank{rank}.log", "wb")  # closed in finally
                 logs.append(log)
                 procs.append(
                     subprocess.Popen(

@@ -50,7 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "labkit-serving/1"
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format, *args) -> None:  # the base class names its argument format
         pass  # one line per request on stderr would drown the notebook
 
     def _reply(self, status: int, payload: dict) -> None:
@@ -61,13 +61,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:  # http.server's naming
         if self.path == "/health":
             self._reply(200, {"status": "ok"})
         else:
             self._reply(404, {"error": f"no such path {self.path!r}; use POST /predict or GET /health"})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if self.path != "/predict":
             self._reply(404, {"error": f"no such path {self.path!r}; use POST /predict"})
             return
@@ -108,7 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self._reply(405, {"error": f"{self.command} is not allowed; use POST /predict or GET /health"})
 
-    do_PUT = do_DELETE = do_PATCH = _not_allowed  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = _not_allowed
 
 
 class _Server(ThreadingHTTPServer):

@@ -226,7 +226,7 @@ def _device_of(args: tuple) -> torch.device | None:
     return None
 
 
-class competing_load:  # noqa: N801 (used like a function: ``with competing_load(): ...``)
+class competing_load:  # lower case: used like a function, ``with competing_load(): ...``
     """Keep the machine busy with matmuls in a background thread (notebook 00: reading the spread).
 
     Torch releases the GIL inside its kernels, so the thread really competes for cores, as a

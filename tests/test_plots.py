@@ -6,10 +6,10 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from labkit import plots  # noqa: E402
+from labkit import plots
 
 
 @pytest.fixture(autouse=True)
