@@ -1,8 +1,9 @@
 import pytest
 import torch
+from solutions import plainly_wrong
 
 import labkit
-from labkit import data, exercises, memory, models
+from labkit import answers, data, exercises, memory, models
 
 
 def test_mlp_parameter_count_is_exact():
@@ -59,13 +60,31 @@ def test_synthetic_data_is_deterministic_and_learnable_shaped():
         data.teacher_classification(10, 4, 1)
 
 
-def test_exercise_checker_never_raises(capsys):
-    assert exercises.check("ex", None, 3) is None
-    assert exercises.check("ex", 3.0000000001, 3) is True
-    assert exercises.check("ex", "three", 3) is False
-    assert exercises.check("ex", [1, 2], [1, 2]) is True
+def test_exercise_checker_never_raises_on_an_answer(capsys):
+    assert exercises.check("02.1", None) is None
+    assert exercises.check("02.1", 48) is True
+    assert exercises.check("02.1", "forty-eight") is False
+    assert exercises.check("00.3", "Memory-bound ", roof=labkit.Roofline(100e9, 10e9)) is True
     out = capsys.readouterr().out
-    assert "not attempted yet" in out and "correct" in out and "not yet" in out
+    assert "not attempted yet" in out and "correct" in out and "not yet" in out and "Hint: 4x the tokens" in out
+    with pytest.raises(ValueError, match="no exercise '99.1' in the answer key"):
+        exercises.check("99.1", 1)
+    with pytest.raises(TypeError, match="01.3 needs step_s, batch from the notebook"):
+        exercises.check("01.3", 1.0)
+
+
+def test_answers_to_three_significant_figures_are_accepted_and_others_are_not():
+    assert exercises.matches(239, 239.2857) and exercises.matches(68.7, 68.719) and exercises.matches(1.47, 1.4706)
+    assert not exercises.matches(240, 239.2857) and not exercises.matches(1.5, 1.4706)
+    assert exercises.matches(True, True) and not exercises.matches(1, True) and not exercises.matches(False, True)
+    assert exercises.matches(4_190_000, 4_194_304) and not exercises.matches(4_100_000, 4_194_304)
+
+
+def test_every_key_without_context_rejects_a_plainly_wrong_answer():
+    for name, key in answers.KEY.items():
+        if not key.needs:
+            assert not exercises.matches(plainly_wrong(key.expected()), key.expected()), name
+            assert exercises.matches(key.expected(), key.expected()), name
 
 
 def test_jpeg_gratings_decode_back_to_the_images_through_the_pipeline():

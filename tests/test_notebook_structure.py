@@ -6,7 +6,9 @@ import re
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
+from solutions import exercises, solution_code
 
+from labkit import answers
 from labkit.sizes import SIZES
 
 
@@ -58,6 +60,14 @@ def test_at_least_three_exercises_with_checkers_and_folded_solutions(path):
         assert answer_cells, f"checker cell {i} has no unsolved answer stub before it"
         solution = next((c for c in cells[i + 1 :] if c.cell_type == "markdown"), None)
         assert solution is not None and "<details>" in solution.source, f"checker cell {i} has no folded solution"
+        for call in ast.walk(ast.parse(cells[i].source)):  # the expected answer is not printed beside the stub
+            if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
+                key = call.args[0].value if isinstance(call.args[0], ast.Constant) else None
+                assert key in answers.KEY and key.startswith(path.stem[:2]) and len(call.args) == 2, (
+                    f"checker cell {i}: labkit.check(key, answer, **context) with the key of labkit/answers.py"
+                )
+    for stub, _, solution in exercises(nb):  # every folded solution gives code the solutions run can execute
+        compile(solution_code(cells[stub].source, cells[solution].source), f"{path.stem} solution", "exec")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,10 +1,16 @@
-"""Every notebook, executed top to bottom by papermill with the quick parameters."""
+"""Every notebook, executed top to bottom by papermill with the quick parameters, its exercises solved.
+
+nbval (make test's notebook tier) runs the notebooks as a learner gets them, exercises unsolved; this tier runs
+each with its folded solutions filled in and its checkers asserting (tests/solutions.py): every solution must
+be judged right, and a plainly wrong answer wrong.
+"""
 
 import json
 
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
+from solutions import with_solutions
 
 from labkit import claims
 from labkit.report import run_notebook
@@ -15,7 +21,10 @@ BUDGET_S = 30  # each notebook's quick-profile budget on 2 CPU cores (kernel sta
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_with_quick_parameters(path, tmp_path, wall_times, run_claims):
-    run = run_notebook(path, tmp_path / path.name, profile="quick", results_dir=tmp_path / "results")
+    solved = tmp_path / "solved" / path.name
+    solved.parent.mkdir()
+    nbformat.write(with_solutions(nbformat.read(path, as_version=4)), solved)
+    run = run_notebook(solved, tmp_path / path.name, profile="quick", results_dir=tmp_path / "results")
     wall_times[path.stem] = run["wall_s"]
     assert run["status"] == "ok", f"{path.name}: {run['error']} (executed copy: {tmp_path / path.name})"
 

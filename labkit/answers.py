@@ -1,0 +1,167 @@
+"""The answer key of every checked exercise, computed from the question's own numbers (the back of the book).
+
+Each notebook's checker cell names its exercise and passes what the answer depends on from the notebook
+(``labkit.check("01.3", answer_3, step_s=step_s, batch=B)``); the expected value is computed here, so it is not
+printed in the cell beneath the question. ``tests/test_notebooks.py`` runs every notebook with each exercise's
+folded solution filled in, and checks that the solution is judged right and that an obviously wrong answer is
+judged wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class NotYet(Exception):
+    """The exercise cannot be checked yet (e.g. the capstone's card does not fit); the message says why."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One exercise's expected answer (a function of what the notebook passes), its hint, and what it needs."""
+
+    expected: Callable[..., object]  # keyword arguments: what the notebook passes to labkit.check
+    hint: str
+    needs: tuple[str, ...] = field(default=())
+
+
+def _count_bmm() -> int:
+    import torch
+
+    from .flops import count_flops
+
+    return count_flops(torch.bmm, torch.randn(8, 128, 64), torch.randn(8, 64, 32))
+
+
+def _count_mlp_step() -> int:
+    import torch
+    import torch.nn.functional as F
+
+    from .flops import count_flops
+    from .models import MLP
+
+    model, x, y = MLP(100, 200, 1, 10), torch.randn(32, 100), torch.randint(0, 10, (32,))
+    return count_flops(lambda: F.cross_entropy(model(x), y).backward())
+
+
+def _gpt_matmul_weights() -> int:
+    import torch
+
+    from .models import TinyGPT
+
+    with torch.device("meta"):
+        gpt = TinyGPT(vocab=256, d_model=256, n_layers=6, n_heads=8)
+    return sum(m.weight.numel() for m in gpt.modules() if isinstance(m, torch.nn.Linear))
+
+
+def _state_gb(params: float, recipe: str, unit: float) -> float:
+    from .memory_model import bytes_per_parameter
+
+    return params * bytes_per_parameter(recipe).total / unit
+
+
+def _intensity(flops: float, nbytes: float) -> float:
+    from .flops import arithmetic_intensity
+
+    return arithmetic_intensity(flops, nbytes)
+
+
+def _fits_7b(saved_per_token_layer: float) -> bool:
+    from .memory_model import estimate_transformer_training, fits_on
+
+    est = estimate_transformer_training(7_000_000_000, "mixed adam", batch=1, seq_len=4096, d_model=4096,
+                                        n_layers=32, saved_per_token_layer=saved_per_token_layer)  # fmt: skip
+    return fits_on(est["total"], 80)
+
+
+def _dp_efficiency() -> float:
+    from .comm_model import Link, predict_data_parallel
+
+    # 4 GPUs, 100 ms of compute, an all-reduce of 15 ms: a link of 1 byte/s moving 15 ms worth of ring traffic
+    return predict_data_parallel(4, 0.100, 0.015 / (2 * 3 / 4), Link("exercise", bandwidth=1.0, latency_s=0.0))[
+        "efficiency"
+    ]
+
+
+def _smallest_static(workload, n_gpus: int) -> int:
+    from .cluster import simulate_day
+
+    return next(k for k in range(1, n_gpus) if simulate_day(workload, "static", inference_gpus=k).slo_violation == 0)
+
+
+def _line_at(xs, ys, x) -> float:
+    from .scaling import fit_linear
+
+    line = fit_linear(xs, ys)
+    return line.fixed + line.per_unit * x
+
+
+def _capstone(card) -> float:
+    if not card.fits:
+        raise NotYet("your card does not fit yet: change the batch, the recipe, the GPU or the number of GPUs")
+    return card.seconds / 3600
+
+
+KEY: dict[str, Answer] = {
+    "00.1": Answer(lambda: _count_bmm(), "each of the 8 products is 2·M·N·K"),
+    "00.2": Answer(lambda: _intensity(1, 3 * 4), "one FLOP per element; each element moves 3 floats of 4 bytes"),
+    "00.3": Answer(
+        lambda roof: roof.bound(_intensity(2 * 4096 * 4096, 4 * (4096 * 4096 + 2 * 4096))),
+        "compare its intensity with the ridge point",
+        ("roof",),
+    ),  # fmt: skip
+    "01.1": Answer(lambda: _count_mlp_step(), "3 x forward, minus the first layer's input gradient"),
+    "01.2": Answer(lambda: _state_gb(7e9, "fp32 adam", 2**30), "16 bytes per parameter, in GiB (2**30 bytes)"),
+    "01.3": Answer(
+        lambda step_s, batch: 10 * (1_000_000 // batch) * step_s / 3600,
+        "epochs x steps per epoch x step time",
+        ("step_s", "batch"),
+    ),  # fmt: skip
+    "02.1": Answer(lambda: 3 * (4000 / 1000) ** 2, "4x the tokens, squared"),
+    "02.2": Answer(lambda: math.log(20 / 2) / math.log(10_000 / 1_000), "log(time ratio) / log(size ratio)"),
+    "02.3": Answer(
+        lambda n_items, per_item_ms: next(
+            n for n, p in zip(n_items, per_item_ms, strict=True) if p <= 1.1 * min(per_item_ms)
+        ),
+        "compare each per_item_ms with 1.1 * min(per_item_ms)",
+        ("n_items", "per_item_ms"),
+    ),  # fmt: skip
+    "03.1": Answer(lambda: _gpt_matmul_weights(), "12 · L · d² + d · V"),
+    "03.2": Answer(lambda: 2 * 7e9 / 1e9, "2 FLOPs per parameter"),
+    "03.2 MACs": Answer(lambda: 7e9 / 1e9, "one multiply-add is 2 FLOPs"),
+    "03.3": Answer(
+        lambda vision: max(vision, key=lambda n: vision[n]["gflops_per_s"]),
+        "the largest gflops_per_s in `vision`",
+        ("vision",),
+    ),  # fmt: skip
+    "04.1": Answer(lambda: _state_gb(13e9, "mixed adam", 1e9), "16 bytes per parameter, in GB (10⁹ bytes)"),
+    "04.2": Answer(lambda: 32768 * 32768 * 32 * 2 / 1e9, "T · T · heads · 2 bytes"),
+    "04.3": Answer(_fits_7b, "state alone is 16 bytes per parameter", ("saved_per_token_layer",)),
+    "05.1": Answer(
+        lambda: _intensity(2 * 4096 * 4096, 4 * (4096 * 4096 + 4096 + 4096)),
+        "2·B·n_in·n_out / (4·(n_in·n_out + B·n_in + B·n_out)) with B = 1",
+    ),  # fmt: skip
+    "05.2": Answer(lambda: math.floor((24 - 6) / 0.25), "(budget - state) / per sample, rounded down"),
+    "05.3": Answer(lambda: 64 / 1024, "the micro-batch losses must add up to the mean over the whole batch"),
+    "05.4": Answer(lambda: (16 - 1) / 200 * 1e3, "(B - 1) / R seconds"),
+    "06.1": Answer(lambda: 2 * (8 - 1) / 8 * 7e9 * 2 / 1e9, "2(N-1)/N x gradient bytes"),
+    "06.2": Answer(lambda: 100 * 2 * (8 - 1) / 8, "busbw = algbw x 2(n-1)/n"),
+    "06.3": Answer(_dp_efficiency, "step = 100/4 + 15 ms; speed-up = 100 / step; efficiency = speed-up / 4"),
+    "07.1": Answer(lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"),
+    "07.2": Answer(lambda: 3350e9 / (7e9 * 2), "bandwidth / bytes of weights"),
+    "07.3": Answer(lambda: True, "a batch of 256 takes 256 / 20,000 s to compute, and every request in it waits"),
+    "08.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
+    "08.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
+    "08.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
+    "09.1": Answer(lambda: 1 / ((1 - 0.4) + 0.4 / 5), "only the 40% computing speeds up (Amdahl)"),
+    "09.2": Answer(lambda: math.ceil(256 * 2 / 100), "256 images x 2 ms of CPU per 100 ms of GPU, rounded up"),
+    "09.3": Answer(lambda: "b", "the value does not exist until the GPU has computed it"),
+    "10.1": Answer(lambda: (5 + 7) / 16, "(inference busy + training busy) / all GPUs"),
+    "10.2": Answer(lambda: 30 / 2, "a preemption lands anywhere between two checkpoints"),
+    "10.3": Answer(_smallest_static, "try k = 1, 2, ... and look at slo_violation", ("workload", "n_gpus")),
+    "11.1": Answer(lambda: _line_at([10_000, 20_000], [12, 21], 200_000), "slope 9 s per 10,000 samples, one-off 3 s"),
+    "11.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
+    "11.3": Answer(_capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)),
+}

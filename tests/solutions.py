@@ -1,0 +1,91 @@
+"""Fill a notebook's exercises with their folded solutions, and make its checkers assert (tests only).
+
+Each exercise is a stub cell (``answer_N = None``), a checker cell (``labkit.check("NN.k", answer_N, ...)``) and a
+folded ``<details>`` solution: a fenced code block, or backticked ``answer_N = ...`` snippets.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import re
+
+import nbformat
+
+STUB = re.compile(r"^(answer_\w+) = None\b.*$", re.M)
+SNIPPET = re.compile(r"`(answer_\w+) = ([^`]+)`")
+FENCED = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def exercises(nb) -> list[tuple[int, int, int]]:
+    """(stub, checker, solution) cell indices of every checked exercise, in order."""
+    cells, found = nb.cells, []
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "code" and "labkit.check(" in cell.source:
+            stub = max(j for j in range(i) if cells[j].cell_type == "code" and STUB.search(cells[j].source))
+            solution = next(j for j in range(i + 1, len(cells)) if cells[j].cell_type == "markdown")
+            found.append((stub, i, solution))
+    return found
+
+
+def solution_code(stub_source: str, solution_markdown: str) -> str:
+    """The stub cell with its answers filled in from the solution; raises ValueError if an answer has none."""
+    fenced = FENCED.search(solution_markdown)
+    if fenced:
+        return fenced.group(1).strip()
+    given = {name: expr.strip() for name, expr in SNIPPET.findall(solution_markdown)}
+
+    def fill(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in given:
+            raise ValueError(f"the solution gives no `{name} = ...`")
+        return f"{name} = {given[name]}"
+
+    return STUB.sub(fill, stub_source)
+
+
+def asserting_checker(source: str) -> str:
+    """Each ``labkit.check(...)`` becomes: assert it judges the answer right, and a plainly wrong one wrong."""
+    tree = ast.parse(source)
+    body = []
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
+            name = ast.unparse(call.args[0])
+            expected = ast.Call(
+                func=ast.parse(f"labkit.answers.KEY[{name}].expected", mode="eval").body,
+                args=[],
+                keywords=copy.deepcopy(call.keywords),
+            )
+            rejects = ast.parse(f"not labkit.exercises.matches(plainly_wrong(_e := {ast.unparse(expected)}), _e)")
+            body.append(
+                ast.parse(
+                    f"assert {ast.unparse(call)} is True, 'the folded solution of ' + {name} + ' is judged wrong'"
+                )
+            )
+            body.append(ast.parse(f"assert {ast.unparse(rejects)}, {name} + ' accepts a plainly wrong answer'"))
+        else:
+            body.append(ast.Module(body=[stmt], type_ignores=[]))
+    return "\n".join(ast.unparse(m) for m in body)
+
+
+def plainly_wrong(expected):
+    """An answer that is plainly wrong for ``expected``: the other truth value, another word, half again as much."""
+    if isinstance(expected, bool):
+        return not expected
+    if isinstance(expected, str):
+        return expected + " (not)"
+    return expected * 1.5 + 1
+
+
+def with_solutions(nb):
+    """A copy of ``nb`` whose exercises are solved and whose checkers assert."""
+    nb = copy.deepcopy(nb)
+    found = exercises(nb)
+    for stub, checker, solution in found:
+        nb.cells[stub].source = solution_code(nb.cells[stub].source, nb.cells[solution].source)
+        nb.cells[checker].source = asserting_checker(nb.cells[checker].source)
+    if found:  # the wrong-answer maker, defined in the kernel before the first exercise
+        nb.cells.insert(found[0][0], nbformat.v4.new_code_cell(inspect.getsource(plainly_wrong)))
+    return nb
