@@ -76,15 +76,6 @@ def _fits_7b(saved_per_token_layer: float) -> bool:
     return fits_on(est["total"], 80)
 
 
-def _dp_efficiency() -> float:
-    from .comm_model import Link, predict_data_parallel
-
-    # 4 GPUs, 100 ms of compute, an all-reduce of 15 ms: a link of 1 byte/s moving 15 ms worth of ring traffic
-    return predict_data_parallel(4, 0.100, 0.015 / (2 * 3 / 4), Link("exercise", bandwidth=1.0, latency_s=0.0))[
-        "efficiency"
-    ]
-
-
 def _smallest_static(workload, n_gpus: int) -> int:
     from .cluster import simulate_day
 
@@ -148,7 +139,9 @@ KEY: dict[str, Answer] = {
     "05.4": Answer(lambda: (16 - 1) / 200 * 1e3, "(B - 1) / R seconds"),
     "06.1": Answer(lambda: 2 * (8 - 1) / 8 * 7e9 * 2 / 1e9, "2(N-1)/N x gradient bytes"),
     "06.2": Answer(lambda: 100 * 2 * (8 - 1) / 8, "busbw = algbw x 2(n-1)/n"),
-    "06.3": Answer(_dp_efficiency, "step = 100/4 + 15 ms; speed-up = 100 / step; efficiency = speed-up / 4"),
+    "06.3": Answer(
+        lambda: 100 / (100 / 4 + 15) / 4, "step = 100/4 + 15 ms; speed-up = 100 / step; efficiency = speed-up / 4"
+    ),
     "07.1": Answer(lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"),
     "07.2": Answer(lambda: 3350e9 / (7e9 * 2), "bandwidth / bytes of weights"),
     "07.3": Answer(lambda: True, "a batch of 256 takes 256 / 20,000 s to compute, and every request in it waits"),

@@ -15,6 +15,8 @@ canary: after a PyTorch upgrade it fails, naming what moved, before a notebook b
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401 (the base of flops' traffic counter)
 from torch.utils._pytree import tree_leaves  # noqa: F401 (every tensor in an operator's nested arguments)
@@ -30,6 +32,12 @@ CPU_ATTENTION_OPS = (
 
 
 def repeatable_mem_tracker():
+    """A fresh tracker of the class :func:`_repeatable_tracker_class` builds once (see there)."""
+    return _repeatable_tracker_class()()
+
+
+@functools.cache
+def _repeatable_tracker_class():
     """A MemTracker that allows one model to be called several times within one measurement.
 
     MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
@@ -49,7 +57,7 @@ def repeatable_mem_tracker():
                     del self.memory_tracking[module]
             super()._pre_fw_hook(module, inputs)
 
-    return RepeatableMemTracker()
+    return RepeatableMemTracker
 
 
 def fake_tensor_mode():
@@ -78,4 +86,4 @@ def int8_weight_matmul(x: torch.Tensor, weight_int8: torch.Tensor, scale: torch.
 
 def aten_op(name: str):
     """The private aten operator ``name``, or None where this PyTorch has none by that name."""
-    return getattr(torch.ops.aten, name, None) if hasattr(torch.ops.aten, name) else None
+    return getattr(torch.ops.aten, name, None)

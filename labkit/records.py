@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import tempfile
-from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 
 from . import environment
 from .device import describe
+from .result import to_jsonable
 
 RESULTS_ENV = "LABKIT_RESULTS_DIR"
 REFERENCE_DIRNAME = Path("results") / "reference"
@@ -86,27 +86,6 @@ def machine_card(
         created=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
     return card
-
-
-def to_jsonable(obj):
-    """Turn records, dataclasses, tensors, dtypes and numpy scalars into plain JSON values."""
-    if hasattr(obj, "to_dict"):
-        return to_jsonable(obj.to_dict())
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return to_jsonable(asdict(obj))
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, torch.Tensor):
-        return obj.tolist()
-    if isinstance(obj, (torch.dtype, torch.device, Path)):
-        return str(obj)
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return obj.item()
-    if isinstance(obj, float) and obj != obj:  # NaN is not valid JSON
-        return None
-    return obj
 
 
 def write_json_atomic(path: str | os.PathLike, data) -> Path:

@@ -9,23 +9,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
+
+import torch
 
 
-def _plain(value):
-    """A value as JSON would hold it: numbers, strings, lists and dicts; anything else by its ``str``."""
-    if isinstance(value, Result):
-        return value.to_dict()
-    if isinstance(value, bool | str) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else str(value)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return str(value)
+def to_jsonable(obj):
+    """Records, dataclasses, tensors, dtypes and numpy scalars as plain JSON values (what the result log saves).
+
+    NaN becomes None and an infinity the string "inf" or "-inf": JSON has neither.
+    """
+    if hasattr(obj, "to_dict"):
+        return to_jsonable(obj.to_dict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return obj.tolist()
+    if isinstance(obj, torch.dtype | torch.device | Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if obj != obj else str(obj)
+    return obj
 
 
 def _short(value) -> str:
@@ -43,7 +53,7 @@ class Result:
 
     def to_dict(self) -> dict:
         """Every field, as plain values (nested results as dicts; tensors, devices and dtypes as strings)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def __str__(self) -> str:
         fields = ", ".join(f"{f.name}={_short(getattr(self, f.name))}" for f in dataclasses.fields(self) if f.repr)
