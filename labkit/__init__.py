@@ -16,7 +16,7 @@ from .ceilings import (
 )
 from .device import choose_device, describe, sync
 from .errors import DoesNotFitError, LabError, MeasurementError
-from .exercises import check
+from .exercises import PredictionCheck, check, check_prediction
 from .flops import (
     arithmetic_intensity,
     count_flops,
@@ -75,6 +75,8 @@ __all__ = [
     "build_model",
     "bytes_per_parameter",
     "check",
+    "check_prediction",
+    "PredictionCheck",
     "choose_device",
     "count_flops",
     "count_memory_traffic",

@@ -158,3 +158,35 @@ KEY: dict[str, Answer] = {
     "11.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
     "11.3": Answer(_capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)),
 }
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predict-then-measure exercise: how close a prediction must come to this machine's measurement (a
+    factor ``within`` either way), and the hint for one that the measurement contradicts."""
+
+    within: float
+    hint: str
+
+
+# The learner predicts a ratio (or a size) from first principles, then measures it on their own machine.
+# ``within`` is the modelling error the first-principles answer is allowed, not a margin for noise: noise is
+# handled by the interval (labkit.claims), so a noisy run gives "undecided", never "holds" for a wrong guess.
+PREDICTIONS: dict[str, Prediction] = {
+    "00.4": Prediction(1.5, "both products are compute-bound on your roofline: time follows FLOPs, 2·n³"),
+    "01.4": Prediction(1.5, "a step's FLOPs are 6 x parameters x samples: count the parameters of both models"),
+    "02.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
+    "03.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
+    "04.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),
+    "05.5": Prediction(1.5, "past the ridge a step is compute-bound: time follows FLOPs, which follow the batch"),
+    "06.4": Prediction(1.5, "the ring model: time = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth, fitted above"),
+    "07.4": Prediction(1.5, "all requests arrive at once; served one at a time, the k-th waits for k service times"),
+    "08.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
+    "09.4": Prediction(1.25, "backward computes two matmuls per layer (input and weight gradients), forward one"),
+    "10.4": Prediction(
+        1.5, "the request waits for the whole training step (forward + backward = 3 forwards), then runs"
+    ),
+    "11.4": Prediction(
+        1.5, "FLOPs per token grow with the context (attention); count both steps with labkit.count_flops"
+    ),
+}

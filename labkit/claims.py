@@ -172,6 +172,7 @@ def compare(
     also: Sequence[Mapping] = (),
     log=None,
     show: bool = True,
+    raises: bool = True,
 ) -> Claim:
     """Measure ``variants`` in interleaved rounds and decide ``claim`` about them (every notebook).
 
@@ -190,7 +191,9 @@ def compare(
 
     ``also`` lists more claims about the same rounds, each a dict with ``claim``, ``quantity``, ``expect`` and
     optionally ``prediction`` and ``unit``: rounds continue while any of them is undecided, and each is shown
-    and logged like the first (they are in the result's ``others``).
+    and logged like the first (they are in the result's ``others``). ``raises=False`` never raises on a
+    contradicted verdict, even in strict mode: for a learner's own prediction (:func:`labkit.check_prediction`),
+    which is judged, not a claim of the lesson.
     """
     if not variants or not all(callable(fn) for fn in variants.values()):
         raise TypeError("variants must be a non-empty mapping of name -> callable")
@@ -244,7 +247,7 @@ def compare(
     result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
     result.seconds = round(time.perf_counter() - start, 3)
     result.threads = used_threads
-    report(result, log=log, show=show and not extra, raise_now=not extra)
+    report(result, log=log, show=show and not extra, raise_now=raises and not extra)
     for e in extra:
         result.others.append(
             restate(
@@ -264,7 +267,7 @@ def compare(
     if extra:
         if show:
             print("\n".join(str(c) for c in [result, *result.others]))
-        for c in [result, *result.others]:
+        for c in [result, *result.others] if raises else []:
             _raise_if_contradicted(c)
     return result
 
@@ -323,6 +326,7 @@ def from_rounds(
     unit: str = "",
     log=None,
     show: bool = True,
+    raises: bool = True,
 ) -> Claim:
     """Decide a claim on rounds measured elsewhere: in worker processes (notebook 06's DDP ranks time their
     variants in interleaved rounds and return them), where labkit cannot add rounds on demand.
@@ -332,4 +336,4 @@ def from_rounds(
         samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
     )
     result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
-    return report(result, log=log, show=show)
+    return report(result, log=log, show=show, raise_now=raises)

@@ -8,8 +8,13 @@ never raises on an answer, so Restart & Run All works with the exercises unsolve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from .answers import KEY, NotYet
+from . import claims
+from .answers import KEY, PREDICTIONS, NotYet
+from .result import Result
+from .verdicts import CONTRADICTED, HOLDS, decide
 
 
 def _label(exercise: str) -> str:
@@ -59,3 +64,87 @@ def check(exercise: str, answer, **context) -> bool | None:
         return True
     print(f"{_label(exercise)}: not yet — you have {answer!r}. Hint: {key.hint}")
     return False
+
+
+@dataclass
+class PredictionCheck(Result):
+    """A learner's prediction beside this machine's measurement (:func:`check_prediction`).
+
+    ``verdict`` is ``"holds"`` (the measurement's 95% interval lies within a factor ``within`` of the prediction),
+    ``"contradicted"`` (its 99% interval lies wholly outside), ``"undecided"`` (too noisy to tell), or ``None``
+    while there is no prediction (nothing was measured).
+    """
+
+    exercise: str
+    prediction: float | None
+    within: float
+    verdict: str | None = None
+    measured: float | None = None
+    low: float | None = None
+    high: float | None = None
+    rounds: int = 0
+    claim: object = field(default=None, repr=False)
+    _quantity: Callable | None = field(default=None, repr=False)
+    _better: object = field(default="lower", repr=False)
+
+    def judge(self, prediction: float) -> str:
+        """The verdict another ``prediction`` would get on the same rounds (nothing is measured again)."""
+        if self.claim is None:
+            raise ValueError("nothing was measured: this check had no prediction")
+        return decide(self.claim.samples, self._quantity, _band(prediction, self.within), better=self._better)[0]
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in super().to_dict().items() if not k.startswith("_") and k != "claim"}
+
+
+def _band(prediction: float, within: float) -> tuple[str, float, float]:
+    if not (isinstance(prediction, int | float) and not isinstance(prediction, bool)) or not prediction > 0:
+        raise ValueError(f"a prediction is a positive number (a ratio, a size), got {prediction!r}")
+    return ("between", prediction / within, prediction * within)
+
+
+def check_prediction(
+    exercise: str,
+    prediction,
+    *,
+    variants: Mapping[str, Callable[[], object]] | None = None,
+    rounds: Mapping[str, list[float]] | None = None,
+    quantity: Callable[[Mapping], object] | None = None,
+    better="lower",
+    unit: str = "",
+    **compare_kwargs,
+) -> PredictionCheck:
+    """Measure ``variants`` (as :func:`labkit.claims.compare` does) only once the learner has written a
+    ``prediction``, and judge it against this machine's measurement of ``quantity``. ``rounds`` instead passes
+    rounds measured elsewhere (worker processes: :func:`labkit.claims.from_rounds`); give exactly one of the two.
+
+    Taught in notebook 00. A prediction holds if the measured interval lies within a factor of the exercise's
+    ``within`` (in :data:`labkit.answers.PREDICTIONS`) of it; a contradicted prediction prints the hint and never
+    raises, even under ``make test``: it is the learner's guess that is judged, not the lesson.
+    """
+    if exercise not in PREDICTIONS:
+        raise ValueError(f"no prediction exercise {exercise!r}; known: {', '.join(PREDICTIONS)}")
+    spec = PREDICTIONS[exercise]
+    label = _label(exercise)
+    if prediction is None:
+        print(f"{label}: not attempted yet: write your prediction first (nothing is measured until you do).")
+        return PredictionCheck(exercise, None, spec.within)
+    if (variants is None) == (rounds is None):
+        raise TypeError("give the variants to measure, or the rounds measured elsewhere (exactly one of the two)")
+    band = _band(prediction, spec.within)
+    common = dict(claim=f"{label}: your prediction {prediction:.3g}{unit}, within a factor {spec.within:g}",
+                  expect=band, better=better, unit=unit, raises=False, **compare_kwargs)  # fmt: skip
+    only = next(iter(variants if variants is not None else rounds))
+    quantity = quantity or (lambda s: s[only])
+    if variants is not None:
+        claim = claims.compare(variants, quantity=quantity, **common)
+    else:
+        claim = claims.from_rounds(rounds, quantity=quantity, **common)
+    if claim.verdict == HOLDS:
+        print(f"{label}: your prediction holds on this machine.")
+    elif claim.verdict == CONTRADICTED:
+        print(f"{label}: this machine measured {claim.estimate:.3g}{unit}, not {prediction:.3g}. Hint: {spec.hint}")
+    else:
+        print(f"{label}: too noisy to tell on this run; compare your number with the interval above.")
+    return PredictionCheck(exercise, prediction, spec.within, claim.verdict, claim.estimate, claim.low, claim.high,
+                           claim.rounds, claim, quantity, better)  # fmt: skip

@@ -1,7 +1,8 @@
 """Fill a notebook's exercises with their folded solutions, and make its checkers assert (tests only).
 
-Each exercise is a stub cell (``answer_N = None``), a checker cell (``labkit.check("NN.k", answer_N, ...)``) and a
-folded ``<details>`` solution: a fenced code block, or backticked ``answer_N = ...`` snippets.
+Each exercise is a stub cell (``answer_N = None``, or ``prediction_N = None`` for a predict-then-measure exercise), a
+checker cell (``labkit.check("NN.k", answer_N, ...)`` or ``labkit.check_prediction("NN.k", prediction_N, ...)``) and
+a folded ``<details>`` solution: a fenced code block, or backticked ``answer_N = ...`` snippets.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import re
 
 import nbformat
 
-STUB = re.compile(r"^(answer_\w+) = None\b.*$", re.M)
-SNIPPET = re.compile(r"`(answer_\w+) = ([^`]+)`")
+STUB = re.compile(r"^((?:answer|prediction)_\w+) = None\b.*$", re.M)
+SNIPPET = re.compile(r"`((?:answer|prediction)_\w+) = ([^`]+)`")
+CHECKERS = ("labkit.check(", "labkit.check_prediction(")
 FENCED = re.compile(r"```python\n(.*?)```", re.S)
 
 
@@ -22,7 +24,7 @@ def exercises(nb) -> list[tuple[int, int, int]]:
     """(stub, checker, solution) cell indices of every checked exercise, in order."""
     cells, found = nb.cells, []
     for i, cell in enumerate(cells):
-        if cell.cell_type == "code" and "labkit.check(" in cell.source:
+        if cell.cell_type == "code" and any(name in cell.source for name in CHECKERS):
             stub = max(j for j in range(i) if cells[j].cell_type == "code" and STUB.search(cells[j].source))
             solution = next(j for j in range(i + 1, len(cells)) if cells[j].cell_type == "markdown")
             found.append((stub, i, solution))
@@ -51,7 +53,19 @@ def asserting_checker(source: str) -> str:
     body = []
     for stmt in tree.body:
         call = stmt.value if isinstance(stmt, ast.Expr) else None
-        if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check_prediction":
+            # the folded prediction is measured: it must not be contradicted, and a plainly wrong one must not hold
+            wrong = f"plainly_wrong({ast.unparse(call.args[1])}, prediction=True)"
+            body.append(ast.parse(f"_p = {ast.unparse(call)}"))
+            body.append(
+                ast.parse(
+                    "assert _p.verdict in ('holds', 'undecided'), f'the folded prediction of {_p.exercise}: {_p}'"
+                )
+            )
+            body.append(
+                ast.parse(f"assert _p.judge({wrong}) != 'holds', _p.exercise + ' lets a plainly wrong prediction hold'")
+            )
+        elif isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
             name = ast.unparse(call.args[0])
             expected = ast.Call(
                 func=ast.parse(f"labkit.answers.KEY[{name}].expected", mode="eval").body,
@@ -70,8 +84,11 @@ def asserting_checker(source: str) -> str:
     return "\n".join(ast.unparse(m) for m in body)
 
 
-def plainly_wrong(expected):
-    """An answer that is plainly wrong for ``expected``: the other truth value, another word, half again as much."""
+def plainly_wrong(expected, prediction=False):
+    """An answer that is plainly wrong for ``expected``: the other truth value, another word, half again as much
+    (for a measured ``prediction``, three times as much: beyond any factor a prediction is allowed)."""
+    if prediction:
+        return 3 * expected + 1
     if isinstance(expected, bool):
         return not expected
     if isinstance(expected, str):

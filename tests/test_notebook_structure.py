@@ -71,6 +71,39 @@ def test_at_least_three_exercises_with_checkers_and_folded_solutions(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_predict_then_measure_exercise_with_a_folded_solution(path):
+    """At least one exercise per notebook asks for a prediction first and measures it on the learner's machine."""
+    nb = _load(path)
+    cells = nb.cells
+    asked = []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code" or "labkit.check_prediction(" not in cell.source:
+            continue
+        for call in ast.walk(ast.parse(cell.source)):
+            if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check_prediction":
+                key = call.args[0].value
+                assert key in answers.PREDICTIONS and key.startswith(path.stem[:2]), f"cell {i}: unknown key {key!r}"
+                stub = ast.unparse(call.args[1])
+                assert re.search(rf"^{stub} = None\b", cells[i - 1].source, re.M), f"cell {i}: no stub before it"
+                asked.append(key)
+        solution = next(c for c in cells[i + 1 :] if c.cell_type == "markdown")
+        assert "<details>" in solution.source and "(predict, then measure)" in cells[i - 2].source + cells[i - 3].source
+    assert asked, f"{path.name}: no exercise asks for a prediction and measures it (labkit.check_prediction)"
+
+
+def test_every_prediction_in_the_answer_key_is_asked_by_its_notebook():
+    asked = {
+        call.args[0].value
+        for path in NOTEBOOKS
+        for cell in _load(path).cells
+        if cell.cell_type == "code" and "labkit.check_prediction(" in cell.source
+        for call in ast.walk(ast.parse(cell.source))
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check_prediction"
+    }
+    assert asked == set(answers.PREDICTIONS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_only_checked_cells_store_outputs(path):
     for cell in _load(path).cells:
         if cell.cell_type != "code":
