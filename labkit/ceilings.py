@@ -26,6 +26,39 @@ def datasheet_for(device_name: str) -> dict[str, float] | None:
     return None
 
 
+def tf32_allowed() -> bool:
+    """Whether float32 matmuls on an NVIDIA GPU may use TF32 tensor cores right now (see :func:`tf32_matmuls`)."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # PyTorch 2.9 and later
+        return matmul.fp32_precision == "tf32"
+    return torch.get_float32_matmul_precision() != "highest"
+
+
+def datasheet_peak_flops(
+    device: torch.device | str, dtype: torch.dtype = torch.float32, *, device_name: str | None = None
+) -> float | None:
+    """The datasheet's dense peak FLOP/s for ``dtype`` on ``device``, or ``None`` where there is none (a CPU, a GPU
+    not in :data:`labkit.specs.DATASHEETS`). Taught in notebook 01.
+
+    MFU as practitioners quote it (Chowdhery et al., 2022, appendix B) divides achieved FLOP/s by this figure. For
+    float32 it is the TF32 tensor-core figure when TF32 is allowed (:func:`tf32_allowed`), else plain fp32.
+    ``device_name`` overrides the name read from the device (for tests and reference results).
+    """
+    device = torch.device(device)
+    if device_name is None:
+        if device.type != "cuda":
+            return None
+        device_name = torch.cuda.get_device_name(device)
+    sheet = datasheet_for(device_name)
+    if sheet is None:
+        return None
+    if dtype in (torch.bfloat16, torch.float16):
+        return sheet["bf16_tflops"] * 1e12
+    if dtype == torch.float32:
+        return (sheet["tf32_tflops"] if tf32_allowed() else sheet["fp32_tflops"]) * 1e12
+    raise ValueError(f"no datasheet peak for {dtype}; allowed: torch.float32, torch.bfloat16, torch.float16")
+
+
 @contextlib.contextmanager
 def tf32_matmuls() -> Iterator[None]:
     """Inside the block, float32 matmuls on an NVIDIA GPU may use TF32 tensor cores. Taught in notebook 00.

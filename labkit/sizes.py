@@ -19,6 +19,24 @@ from . import environment
 PROFILE_ENV = "LABKIT_PROFILE"
 PROFILES = ("quick", "full", "auto")
 
+# Notebook 05's optimisation half: a small learnable task (a teacher network's labels), trained with plain SGD to a
+# test-accuracy target at each batch size and learning rate. Seeded, so the step counts are facts of the run.
+LARGE_BATCH = dict(
+    d_in=16,
+    hidden=64,
+    classes=4,
+    n_train=8192,
+    n_test=1024,
+    target=0.8,
+    batches=[4, 16, 64, 256, 1024],
+    lrs=[0.1, 0.3, 1.0, 3.0],
+    max_steps=300,
+    big_lr=15.0,
+    warmup_steps=100,
+    warmup_max_steps=150,
+    seeds=3,
+)
+
 # Every experiment's sizes, per notebook and profile. ``min_run_s`` is the time labkit.measure
 # spends per measurement; everything else is the notebook's own knobs.
 SIZES: dict[str, dict[str, dict]] = {
@@ -82,13 +100,13 @@ SIZES: dict[str, dict[str, dict]] = {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
             odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 8],
-            load_fraction=0.5, min_run_s=0.1,
+            load_fraction=0.5, min_run_s=0.1, large_batch=LARGE_BATCH,
         ),
         "full": dict(
             d_in=1024, hidden=4096, depth=4, classes=10,
             batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
             odd_batches=[3, 100, 3000], budget_mib=2048, accum_batch=16384, accum_micro=[1, 2, 4, 8, 16],
-            load_fraction=0.5, min_run_s=0.5,
+            load_fraction=0.5, min_run_s=0.5, large_batch=dict(LARGE_BATCH, batches=[4, 8, 16, 32, 64, 128, 256, 512, 1024]),
         ),
     },
     "06_multiple_gpus": {

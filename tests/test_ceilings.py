@@ -68,3 +68,18 @@ def test_datasheet_ridges_are_tens_in_fp32_and_hundreds_with_tensor_cores():
         989,
         4800,
     )
+
+
+def test_datasheet_peak_for_mfu_follows_the_dtype_and_tf32():
+    assert ceilings.datasheet_peak_flops("cpu") is None  # no datasheet for a CPU: MFU against the measured ceiling
+    assert ceilings.datasheet_peak_flops("cpu", device_name="Some Unknown GPU") is None
+    h200 = dict(device_name="NVIDIA H200")
+    assert ceilings.datasheet_peak_flops("cpu", torch.bfloat16, **h200) == 989e12
+    assert ceilings.datasheet_peak_flops("cpu", torch.float16, **h200) == 989e12
+    assert ceilings.datasheet_peak_flops("cpu", torch.float32, **h200) == 67e12  # TF32 off: PyTorch's default
+    with ceilings.tf32_matmuls():
+        assert ceilings.tf32_allowed()
+        assert ceilings.datasheet_peak_flops("cpu", torch.float32, **h200) == 494.5e12
+    assert not ceilings.tf32_allowed()
+    with pytest.raises(ValueError, match="no datasheet peak for torch.int8"):
+        ceilings.datasheet_peak_flops("cpu", torch.int8, **h200)

@@ -11,7 +11,8 @@ from labkit.result import Result
 
 RESULT_TYPES = {
     "ceilings": ["Ceiling", "Roofline"], "batcher": ["RequestTiming"], "claims": ["Claim"], "cluster": ["DayResult"], "comm_model": ["Link"],
-    "estimate": ["JobFit", "EstimateCard"], "loads": ["LoadResult", "RateSearch"],
+    "estimate": ["JobFit", "EstimateCard"], "exercises": ["PredictionCheck"], "large_batch": ["CriticalBatchFit"],
+    "loads": ["LoadResult", "RateSearch"],
     "memory": ["MemoryRecord", "BatchTrial", "BatchSearch"], "memory_model": ["StateBytes"],
     "profiling": ["LoopTiming"], "scaling": ["PowerLawFit", "LinearFit"], "timing": ["TimingRecord"],
 }  # fmt: skip
