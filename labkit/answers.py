@@ -91,7 +91,9 @@ def _line_at(xs, ys, x) -> float:
 
 def _capstone(card) -> float:
     if not card.fits:
-        raise NotYet("your card does not fit yet: change the batch, the recipe, the GPU or the number of GPUs")
+        raise NotYet(
+            "your card does not fit yet: change the batch, the recipe, the GPU, or the layout (data, tensor, pipeline, zero)"
+        )
     return card.seconds / 3600
 
 

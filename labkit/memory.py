@@ -24,11 +24,13 @@ from .errors import DoesNotFitError, MeasurementError
 from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.state_bytes, memory.fits_on, ...)
     RECIPES,
     USABLE_FRACTION,
+    ParallelLayout,
     StateBytes,
     bytes_per_parameter,
     estimate_transformer_training,
     fits_on,
     kv_cache_bytes,
+    sharded_state_bytes,
     state_bytes,
 )
 from .result import Result

@@ -63,6 +63,61 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
     )
 
 
+@dataclass(frozen=True)
+class ParallelLayout(Result):
+    """How a training job is split over GPUs: ``data`` × ``tensor`` × ``pipeline`` GPUs, and the ZeRO stage of
+    the data-parallel dimension (Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 11's estimate takes one.
+
+    - ``tensor`` and ``pipeline`` split the model itself: each GPU holds 1/(tensor·pipeline) of the parameters and
+      of their gradients and optimizer state (Megatron-LM's layers split across GPUs, and consecutive layers as
+      pipeline stages);
+    - ``zero`` shards what is left across the ``data`` replicas: 0 keeps a full copy on each (DDP), 1 shards the
+      optimizer state, 2 also the gradients, 3 also the parameters (PyTorch's FSDP ``FULL_SHARD`` is stage 3,
+      ``SHARD_GRAD_OP`` stage 2).
+    """
+
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    zero: int = 0
+
+    def __post_init__(self):
+        for name in ("data", "tensor", "pipeline"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer (a number of GPUs), got {value!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero must be a ZeRO stage: 0 (none, DDP), 1, 2 or 3; got {self.zero!r}")
+
+    @property
+    def gpus(self) -> int:
+        return self.data * self.tensor * self.pipeline
+
+    def __str__(self) -> str:
+        return (
+            f"{self.gpus} GPUs: data {self.data} (ZeRO-{self.zero}) x tensor {self.tensor} x pipeline {self.pipeline}"
+        )
+
+
+def sharded_state_bytes(n_params: int, recipe: str, layout: ParallelLayout) -> dict[str, float]:
+    """Parameter, gradient and optimizer bytes **per GPU** under ``layout`` (notebook 04's calculator, 11's estimate).
+
+    Taught in notebook 04. Tensor and pipeline parallelism divide all three by tensor·pipeline; ZeRO stage 1, 2, 3
+    then divides the optimizer state, the gradients, the parameters by the data degree (Rajbhandari et al., 2020,
+    section 5: with mixed-precision Adam, 16 bytes per parameter become 4 + 12/N at stage 1, 2 + 14/N at stage 2,
+    16/N at stage 3). Layers that every tensor-parallel rank repeats (layer norms, biases of row-parallel layers)
+    are a rounding error and are left out.
+    """
+    per = bytes_per_parameter(recipe)
+    model_share = n_params / (layout.tensor * layout.pipeline)
+    shard = {"optimizer": 1, "gradients": 2, "parameters": 3}
+    return {
+        kind: getattr(per, kind) * model_share / (layout.data if layout.zero >= stage else 1)
+        for kind, stage in shard.items()
+    }
+
+
 USABLE_FRACTION = 0.9  # the rest goes to the CUDA context, the allocator's cache and fragmentation
 
 
@@ -76,8 +131,10 @@ def estimate_transformer_training(
     vocab: int = 256,
     saved_per_token_layer: float = 18.0,
     activation_bytes: int | None = None,
+    layout: ParallelLayout | None = None,
 ) -> dict[str, int]:
-    """First-principles training memory of a GPT-style model, by category, in bytes (notebook 04).
+    """First-principles training memory of a GPT-style model, by category, in bytes (notebook 04); with a
+    ``layout``, per GPU.
 
     - state: ``bytes_per_parameter(recipe)`` × ``n_params``;
     - activations: ``saved_per_token_layer`` × d_model values kept per token per layer for the
@@ -85,7 +142,12 @@ def estimate_transformer_training(
       MLP's two wide tensors, residuals; notebook 04 calibrates it), plus the logits and their
       softmax (2 × vocab values per token);
     - ``activation_bytes``: bytes per activation value; by default 4, or 2 for a recipe whose
-      name starts with "mixed", "bf16" or "fp16".
+      name starts with "mixed", "bf16" or "fp16";
+    - ``layout`` (:class:`ParallelLayout`): the state is :func:`sharded_state_bytes`; ``batch`` is then each data
+      replica's micro-batch, and its activations are divided by the tensor degree (Megatron-LM with sequence
+      parallelism shards them all: Korthikanti et al., 2022, arXiv:2205.05198, section 4) but not by the pipeline
+      degree: under the 1F1B schedule the first stage keeps ``pipeline`` micro-batches in flight, each through
+      1/``pipeline`` of the layers, which is one micro-batch through all of them (the same paper, section 4.2.3).
     """
     sizes = dict(n_params=n_params, batch=batch, seq_len=seq_len, d_model=d_model, n_layers=n_layers, vocab=vocab)
     bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
@@ -93,11 +155,15 @@ def estimate_transformer_training(
         raise ValueError(f"sizes must be positive integers; got {bad}")
     if saved_per_token_layer <= 0:
         raise ValueError(f"saved_per_token_layer must be positive, got {saved_per_token_layer}")
-    state = state_bytes(n_params, recipe)
+    if layout is None:
+        state = state_bytes(n_params, recipe)
+    else:
+        state = {kind: round(value) for kind, value in sharded_state_bytes(n_params, recipe, layout).items()}
     if activation_bytes is None:
         activation_bytes = 2 if recipe.strip().lower().split()[0] in ("mixed", "bf16", "fp16") else 4
     tokens = batch * seq_len
-    activations = int(tokens * (saved_per_token_layer * d_model * n_layers + 2 * vocab) * activation_bytes)
+    activations = tokens * (saved_per_token_layer * d_model * n_layers + 2 * vocab) * activation_bytes
+    activations = int(activations / (layout.tensor if layout is not None else 1))
     return dict(**state, activations=activations, total=sum(state.values()) + activations)
 
 

@@ -253,3 +253,43 @@ def test_the_kv_cache_formula_matches_what_the_model_caches():
     held = sum(t.nbytes for c in caches for t in c.values())
     assert held == memory.kv_cache_bytes(spec["n_layers"], spec["n_heads"], spec["d_model"] // spec["n_heads"], 20,
                                          batch=3, bytes_per_value=4)  # fmt: skip
+
+
+def test_sharded_state_matches_the_zero_paper_and_hand_worked_cases():
+    """Rajbhandari et al. (2020), figure 1: 7.5B parameters, mixed-precision Adam (K = 12), 64 data-parallel GPUs:
+    120 GB per GPU without ZeRO, 31.4 at stage 1, 16.6 at stage 2, 1.9 at stage 3."""
+    per_gpu = {
+        stage: sum(memory.sharded_state_bytes(7_500_000_000, "mixed adam", memory.ParallelLayout(data=64, zero=stage)).values())
+        for stage in (0, 1, 2, 3)
+    }  # fmt: skip
+    assert per_gpu == {0: 120e9, 1: 31.40625e9, 2: 16.640625e9, 3: 1.875e9}
+    # 7B with mixed-precision Adam: 112 GB of state; 14 GB per GPU at ZeRO-3 over 8
+    assert sum(memory.sharded_state_bytes(7e9, "mixed adam", memory.ParallelLayout()).values()) == 112e9
+    assert sum(memory.sharded_state_bytes(7e9, "mixed adam", memory.ParallelLayout(data=8, zero=3)).values()) == 14e9
+    # tensor 8 x pipeline 4 split the model itself, whatever the ZeRO stage: 70B in 32 parts, ZeRO-1 over 2 replicas
+    layout = memory.ParallelLayout(data=2, tensor=8, pipeline=4, zero=1)
+    assert layout.gpus == 64 and str(layout) == "64 GPUs: data 2 (ZeRO-1) x tensor 8 x pipeline 4"
+    assert memory.sharded_state_bytes(70e9, "mixed adam", layout) == dict(
+        parameters=2 * 70e9 / 32, gradients=2 * 70e9 / 32, optimizer=12 * 70e9 / 32 / 2
+    )
+    for bad, message in (
+        (dict(data=0), "data must be a positive integer"),
+        (dict(zero=4), "zero must be a ZeRO stage"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            memory.ParallelLayout(**bad)
+
+
+def test_a_layout_divides_activations_by_the_tensor_degree_only():
+    sizes = dict(batch=1, seq_len=4096, d_model=4096, n_layers=32, vocab=32000)
+    whole = memory.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes)
+    assert (
+        memory.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes, layout=memory.ParallelLayout())
+        == whole
+    )
+    split = memory.estimate_transformer_training(
+        7_000_000_000, "mixed adam", **sizes, layout=memory.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3)
+    )
+    assert split["activations"] == whole["activations"] // 4  # 1F1B keeps a micro-batch's worth per stage
+    assert split["parameters"] == 14_000_000_000 // 16 and split["optimizer"] == 84_000_000_000 // 16
+    assert split["total"] == sum(split[k] for k in ("parameters", "gradients", "optimizer", "activations"))
