@@ -14,7 +14,7 @@ import torch
 
 from .flops import matmul_flops
 from .result import Result
-from .specs import DATASHEETS  # also read by notebooks 00, 06 and 08 as ceilings.DATASHEETS
+from .specs import DATASHEETS  # also read by notebooks 00, 06 and 09 as ceilings.DATASHEETS
 from .timing import TimingRecord, measure
 
 
@@ -158,7 +158,7 @@ CEILING_MATMUL, CEILING_COPY = "matmul (ceiling)", "copy (ceiling)"
 @dataclass
 class CeilingCalls:
     """The two ceilings' calls, to be timed in the *same* interleaved rounds as the operations a timing claim
-    compares with them (:mod:`labkit.claims`; notebooks 00, 01 and 07).
+    compares with them (:mod:`labkit.claims`; notebooks 00, 01 and 08).
 
     A roofline measured once, seconds before or after, can land in a busy moment of the machine and make every
     prediction from it wrong by that moment's factor; timed round by round beside the operations, the ceilings

@@ -57,7 +57,7 @@ def grating_images(n: int, size: int = 32, classes: int = 4, seed: int = 0, nois
 def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> torch.Tensor:
     """Token sequences (n, seq_len) that count up by a per-sequence step: x[t+1] = x[t] + s mod vocab.
 
-    Taught in notebook 07.
+    Taught in notebook 08.
 
     After two tokens the rest is predictable, so a small GPT learns it within a few hundred steps.
     """
@@ -91,7 +91,7 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
 def jpeg_gratings(
     n: int, size: int = 96, classes: int = 4, seed: int = 0, noise: float = 1.0, quality: int = 90
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 08).
+    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 09).
 
     Returns the encoded files (1-D uint8 tensors, as read from disk) and the labels. Decoding them
     costs real CPU time, as it does for a photo dataset.
@@ -111,7 +111,7 @@ class JpegDataset(torch.utils.data.Dataset):
     """Decode a JPEG, resize it, optionally flip it, normalise it: a typical image input pipeline.
 
     ``__getitem__`` returns ``(features, label)`` with the image flattened to ``3·out_size²``
-    values, ready for an MLP (notebook 08).
+    values, ready for an MLP (notebook 09).
     """
 
     def __init__(

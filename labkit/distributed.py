@@ -59,7 +59,7 @@ from .procs import (
     HOST,
     child_env,
     die_with_parent,
-    port_in_use,  # noqa: F401 (notebooks 06 and 07 check ports with distributed.port_in_use)
+    port_in_use,  # noqa: F401 (notebooks 06 and 08 check ports with distributed.port_in_use)
     stop,
 )
 

@@ -1,4 +1,4 @@
-"""Memory from first principles (notebooks 04, 05, 07 and 11): bytes of state per parameter for each training
+"""Memory from first principles (notebooks 04, 05, 08 and 12): bytes of state per parameter for each training
 recipe, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
 :mod:`labkit.memory` measures, and re-exports these.
 """
@@ -67,7 +67,7 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
 class ParallelLayout(Result):
     """How a training job is split over GPUs: ``data`` × ``tensor`` × ``pipeline`` GPUs, and the ZeRO stage of
     the data-parallel dimension (Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training Trillion
-    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 11's estimate takes one.
+    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 12's estimate takes one.
 
     - ``tensor`` and ``pipeline`` split the model itself: each GPU holds 1/(tensor·pipeline) of the parameters and
       of their gradients and optimizer state (Megatron-LM's layers split across GPUs, and consecutive layers as
@@ -179,7 +179,7 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes of a decoder's KV cache: a key and a value vector per layer, key/value head and token, per sequence.
 
-    Taught in notebook 07. ``2 · n_layers · kv_heads · head_dim · tokens · batch · bytes_per_value``. Every decode
+    Taught in notebook 08. ``2 · n_layers · kv_heads · head_dim · tokens · batch · bytes_per_value``. Every decode
     step reads all of it (each new token attends to every cached one), so at long contexts or large batches it
     outweighs the weights. Models with grouped-query attention share ``kv_heads`` key/value heads among more query
     heads (Llama 2 70B: 8 for 64), which shrinks the cache by that factor.

@@ -1,7 +1,7 @@
 """Models in sized families, built locally with random weights (nothing is downloaded).
 
 Taught in notebook 01 (the MLP), notebook 03 (families of sizes, torchvision architectures) and
-notebook 07 (the small GPT's KV cache).
+notebook 08 (the small GPT's KV cache).
 """
 
 from __future__ import annotations

@@ -123,7 +123,21 @@ SIZES: dict[str, dict[str, dict]] = {
             timeout_s=600, hang_timeout_s=10, min_run_s=0.5,
         ),
     },
-    "07_latency_throughput": {
+    "07_sharding": {
+        "quick": dict(
+            sharding=dict(width=256, depth=4, classes=10, global_batch=64, steps=3, rounds=5),
+            tensor=dict(d_model=64, head_dim=16, batch=2, tokens=16),
+            pipeline=dict(width=256, layers_per_stage=2, micro_batch=32, microbatches=[2, 4, 8], rounds=7),
+            timeout_s=120,
+        ),
+        "full": dict(
+            sharding=dict(width=1024, depth=8, classes=10, global_batch=256, steps=5, rounds=7),
+            tensor=dict(d_model=512, head_dim=64, batch=4, tokens=128),
+            pipeline=dict(width=1024, layers_per_stage=4, micro_batch=64, microbatches=[2, 4, 8, 16], rounds=7),
+            timeout_s=600,
+        ),
+    },
+    "08_latency_throughput": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],
             max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=200, p99_bound_ms=10.0,
@@ -139,7 +153,7 @@ SIZES: dict[str, dict[str, dict]] = {
             job_deadline_s=600, live_bound_s=1.0, min_run_s=0.5,
         ),
     },
-    "08_optimisation": {
+    "09_optimisation": {
         "quick": dict(
             n_images=1536, image_size=96, out_size=32, noise=8.0, train=1024, hidden=1024, depth=3,
             small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1], loader_batch=64,
@@ -153,7 +167,7 @@ SIZES: dict[str, dict[str, dict]] = {
             min_run_s=0.5,
         ),
     },
-    "09_where_time_goes": {
+    "10_where_time_goes": {
         "quick": dict(
             n_images=1024, image_size=96, blur_sigma=1.5, hidden=1024, depth=3, batch=64, steps=12,
             workers=[0, 1], profile_steps=5, sync_steps=30, min_run_s=0.1,
@@ -163,7 +177,7 @@ SIZES: dict[str, dict[str, dict]] = {
             workers=[0, 1, 2, 4, 8], profile_steps=10, sync_steps=100, min_run_s=0.5,
         ),
     },
-    "10_sharing_a_gpu": {
+    "11_sharing_a_gpu": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=300,
             watch_s=0.5, n_gpus=16, inference_gpus=9, peak_gpus=9, trough_gpus=1.5,
@@ -175,7 +189,7 @@ SIZES: dict[str, dict[str, dict]] = {
             jobs_per_hour=14.0, job_steps=3_000_000, preemption_cost_s=300, min_run_s=0.5,
         ),
     },
-    "11_estimating_a_job": {
+    "12_estimating_a_job": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[200, 400, 600, 800],
             repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0,

@@ -1,0 +1,288 @@
+"""Beyond data parallelism, measured on real torch.distributed (notebook 07): ZeRO and FSDP shard the training
+state, tensor parallelism splits each layer, pipeline parallelism splits the stack of layers.
+
+The functions here are workers: each takes a :class:`~labkit.ddp_workers.WorkerContext` and runs on every rank
+under :func:`labkit.distributed.launch` (gloo on CPU processes, NCCL on GPUs). They use PyTorch's own
+implementations: ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1), FSDP2's ``fully_shard`` (ZeRO-2
+and ZeRO-3), ``torch.distributed.tensor.parallel`` (Megatron-style tensor parallelism) and
+``torch.distributed.pipelining`` (GPipe and 1F1B schedules). Collectives are counted with DTensor's
+``CommDebugMode``, memory by category with :func:`labkit.peak_memory`, and times are interleaved rounds that the
+notebook decides claims on (:func:`labkit.claims.from_rounds`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .ddp_workers import WorkerContext, _rounds, _sync
+
+LAYOUTS = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
+
+
+def sharding_mlp(width: int, depth: int, classes: int) -> nn.Sequential:
+    """``depth`` equal Linear(width, width) + ReLU layers and a classifier, seeded: the same model on every rank
+    and in every layout. Taught in notebook 07. Equal layers let ZeRO-1, which hands out whole tensors, balance."""
+    torch.manual_seed(0)
+    layers = [m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())]
+    return nn.Sequential(*layers, nn.Linear(width, classes))
+
+
+def _counts(mode) -> dict[str, int]:
+    """Collectives counted by CommDebugMode, by short name (``all_reduce``, ``all_gather``, ``reduce_scatter``)."""
+    names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+             "broadcast": "broadcast"}  # fmt: skip
+    out: dict[str, int] = {}
+    for op, n in mode.get_comm_counts().items():
+        text = (
+            str(op).lower().replace("_base", "").replace("_", "")
+        )  # c10d._allgather_base_, c10d_functional.all_reduce
+        key = next((short for long, short in names.items() if long in text), str(op))
+        out[key] = out.get(key, 0) + int(n)
+    return out
+
+
+def _layout(kind: str, model: nn.Module, ctx: WorkerContext, lr: float):
+    """``model`` wrapped for ``kind`` and its Adam optimizer (and the optimizer that holds the state)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    from torch.nn.parallel import DistributedDataParallel
+
+    if kind in ("DDP", "ZeRO-1"):
+        model = DistributedDataParallel(model.to(ctx.device))
+        if kind == "DDP":
+            opt = torch.optim.Adam(model.parameters(), lr=lr)
+            return model, opt, opt
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=lr)
+        return model, opt, opt.optim
+    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+    model = model.to(ctx.device)
+    for layer in model:  # one FSDP unit per linear layer, then the root (as FSDP2's examples do per block)
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh, reshard_after_forward=kind == "ZeRO-3")
+    fully_shard(model, mesh=mesh, reshard_after_forward=kind == "ZeRO-3")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    return model, opt, opt
+
+
+def sharding_benchmark(
+    ctx: WorkerContext,
+    width: int,
+    depth: int,
+    classes: int,
+    global_batch: int,
+    steps: int = 3,
+    rounds: int = 5,
+    lr: float = 1e-3,
+) -> dict:
+    """Train the same model for ``steps`` steps in each layout (DDP, ZeRO-1, ZeRO-2, ZeRO-3) on the same data, and
+    report per rank: the losses, the state held between steps by category and the peak of a step (both from
+    :func:`labkit.peak_memory`), the collectives of one step (counted), and each layout's step time in interleaved
+    rounds, together with the three collectives on a buffer the size of the model. Taught in notebook 07.
+
+    ZeRO-1 is ``ZeroRedundancyOptimizer`` under DDP (the optimizer state sharded); ZeRO-2 and ZeRO-3 are FSDP2's
+    ``fully_shard`` with ``reshard_after_forward`` off and on: both keep parameters, gradients and optimizer
+    state sharded between steps; ZeRO-2 gathers each layer's parameters once per step and keeps them through the
+    backward pass, ZeRO-3 frees them after the forward and gathers them again for the backward.
+    """
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    from .memory import peak_memory
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(global_batch, width, generator=g)
+    y = torch.randint(0, classes, (global_batch,), generator=g)
+    xs, ys = (t.chunk(ctx.world_size)[ctx.rank].to(ctx.device) for t in (x, y))
+    out: dict = {"n_params": sum(p.numel() for p in sharding_mlp(width, depth, classes).parameters()), "layouts": {}}
+    steps_fn = {}
+    for kind in LAYOUTS:
+        model, opt, holder = _layout(kind, sharding_mlp(width, depth, classes), ctx, lr)
+
+        def step(model=model, opt=opt) -> torch.Tensor:
+            loss = F.cross_entropy(model(xs), ys)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach()
+
+        losses = []
+        for _ in range(steps):
+            loss = step()
+            dist.all_reduce(loss)  # every rank's half of the batch: the mean loss of the whole batch
+            losses.append(float(loss) / ctx.world_size)
+        record = peak_memory(step, track=(model, holder), device=ctx.device, label=kind)
+        with CommDebugMode() as mode:
+            step()
+        out["layouts"][kind] = dict(
+            losses=losses,
+            resident=dict(record.resident_by_category),
+            peak=dict(record.by_category),
+            peak_bytes=record.peak_bytes,
+            collectives=_counts(mode),
+        )
+        steps_fn[kind] = step
+    numel = out["n_params"] // ctx.world_size * ctx.world_size
+    flat, full, shard = (torch.zeros(n, device=ctx.device) for n in (numel, numel, numel // ctx.world_size))
+    collectives = {
+        "all-reduce": lambda: dist.all_reduce(flat),
+        "all-gather": lambda: dist.all_gather_into_tensor(full, shard),
+        "reduce-scatter": lambda: dist.reduce_scatter_tensor(shard, full),
+    }
+    fns = {**steps_fn, **collectives}
+    out["samples"] = _rounds(fns, ctx, dict.fromkeys(fns, 2), rounds=rounds)
+    return out
+
+
+class TPAttention(nn.Module):
+    """Self-attention with separate q, k, v and output projections, so that tensor parallelism can split it by
+    heads: q, k, v column-parallel (each rank computes its heads), the output row-parallel. Taught in notebook 07.
+    The number of heads is read from the (possibly sharded) weight, so the same code runs whole or split."""
+
+    def __init__(self, d_model: int, head_dim: int):
+        super().__init__()
+        if d_model % head_dim:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of head_dim ({head_dim})")
+        self.head_dim = head_dim
+        self.q, self.k, self.v, self.o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = (p(x).view(B, T, -1, self.head_dim).transpose(1, 2) for p in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, local heads, T, head_dim)
+        return self.o(y.transpose(1, 2).reshape(B, T, -1))
+
+
+def tensor_parallel_check(ctx: WorkerContext, d_model: int, head_dim: int, batch: int, tokens: int) -> dict:
+    """Split a transformer MLP (d → 4d → d) and an attention block Megatron-style over the ranks with
+    ``torch.distributed.tensor.parallel``: the first layer column-parallel, the last row-parallel. Report the
+    largest difference from the unsplit layer (outputs and input gradients), each rank's share of the weights, and
+    the collectives of one forward and one backward, counted. Taught in notebook 07.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(batch, tokens, d_model, generator=g).to(ctx.device)  # the same input on every rank
+    blocks = {
+        "MLP": (
+            lambda: nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model)),
+            {"0": ColwiseParallel(), "2": RowwiseParallel()},
+        ),
+        "attention": (
+            lambda: TPAttention(d_model, head_dim),
+            {"q": ColwiseParallel(), "k": ColwiseParallel(), "v": ColwiseParallel(), "o": RowwiseParallel()},
+        ),
+    }
+    out = {}
+    for name, (build, plan) in blocks.items():
+        torch.manual_seed(0)
+        whole = build().to(ctx.device)
+        torch.manual_seed(0)
+        split = parallelize_module(build().to(ctx.device), mesh, plan)
+        x_whole, x_split = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ref = whole(x_whole)
+        ref.square().mean().backward()
+        with CommDebugMode() as fwd:
+            got = split(x_split)
+        with CommDebugMode() as bwd:
+            got.square().mean().backward()
+        local = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in split.parameters())
+        out[name] = dict(
+            max_error=float((got.detach() - ref.detach()).abs().max()),
+            max_grad_error=float((x_split.grad - x_whole.grad).abs().max()),
+            params=sum(p.numel() for p in whole.parameters()),
+            local_params=local,
+            forward=_counts(fwd),
+            backward=_counts(bwd),
+        )
+    return out
+
+
+def pipeline_benchmark(
+    ctx: WorkerContext,
+    width: int,
+    layers_per_stage: int,
+    micro_batch: int,
+    microbatches: list[int],
+    rounds: int = 5,
+) -> dict:
+    """A stack of ``2 · layers_per_stage`` wide layers split into one stage per rank with
+    ``torch.distributed.pipelining``, trained with the GPipe and the 1F1B schedule at each number of micro-batches
+    (each of ``micro_batch`` samples). Reports, in interleaved rounds, the step time of every (schedule, m) and the
+    time of one stage's forward and backward on one micro-batch alone (no pipeline): from it the bubble. Also the
+    peak activation memory of each stage under each schedule at the largest m (:func:`labkit.peak_memory`).
+    Taught in notebook 07.
+    """
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    from .memory import peak_memory
+
+    if ctx.world_size < 2:
+        raise ValueError("a pipeline needs at least 2 ranks, one stage each")
+    torch.manual_seed(0)
+    layers = [m for _ in range(layers_per_stage * ctx.world_size) for m in (nn.Linear(width, width), nn.ReLU())]
+    per = 2 * layers_per_stage
+    stage_mod = nn.Sequential(*layers[ctx.rank * per : (ctx.rank + 1) * per]).to(ctx.device)
+    last = ctx.rank == ctx.world_size - 1
+    g = torch.Generator().manual_seed(3)
+    data = {m: torch.randn(m * micro_batch, width, generator=g).to(ctx.device) for m in microbatches}
+    targets = {m: torch.randn(m * micro_batch, width, generator=g).to(ctx.device) for m in microbatches}
+    schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
+
+    def runner(name: str, m: int):
+        stage = PipelineStage(stage_mod, ctx.rank, ctx.world_size, ctx.device)
+        sched = schedules[name](stage, n_microbatches=m, loss_fn=F.mse_loss)
+
+        def run() -> None:
+            if ctx.rank == 0:
+                sched.step(data[m])
+            elif last:
+                sched.step(target=targets[m])
+            else:
+                sched.step()
+            stage_mod.zero_grad(set_to_none=True)
+
+        return run
+
+    alone_x = torch.randn(micro_batch, width, generator=g).to(ctx.device)
+
+    def stage_alone() -> None:  # this stage's forward and backward on one micro-batch, no neighbours
+        stage_mod(alone_x).square().mean().backward()
+        stage_mod.zero_grad(set_to_none=True)
+
+    fns = {f"{name} m={m}": runner(name, m) for name in schedules for m in microbatches}
+    fns["stage alone"] = stage_alone
+    start = time.perf_counter()
+    samples = _rounds(fns, ctx, dict.fromkeys(fns, 3), rounds=rounds, warmup=1)
+    seconds = time.perf_counter() - start
+    top = max(microbatches)
+    memory = {}
+    for name in schedules:
+        run = runner(name, top)
+        run()
+        _sync(ctx)
+        dist.barrier()
+        memory[name] = peak_memory(run, track=(stage_mod,), device=ctx.device, label=name).by_category["activations"]
+    return dict(samples=samples, activation_peak=memory, stage_params=sum(p.numel() for p in stage_mod.parameters()),
+                seconds=seconds)  # fmt: skip
+
+
+def parallelism_tour(ctx: WorkerContext, sharding: dict, tensor: dict, pipeline: dict) -> dict:
+    """All three experiments in one launch (worker processes start once): :func:`sharding_benchmark`,
+    :func:`tensor_parallel_check` and :func:`pipeline_benchmark` with their keyword arguments, and how long each
+    took on this rank. Taught in notebook 07."""
+    out, took = {}, {}
+    for name, fn, kwargs in (("sharding", sharding_benchmark, sharding), ("tensor", tensor_parallel_check, tensor),
+                             ("pipeline", pipeline_benchmark, pipeline)):  # fmt: skip
+        start = time.perf_counter()
+        out[name] = fn(ctx, **kwargs)
+        took[name] = time.perf_counter() - start
+    out["seconds"] = took
+    return out

@@ -1,0 +1,49 @@
+"""labkit.sharding on real gloo processes: ZeRO/FSDP, tensor and pipeline parallelism, and what they hold and send."""
+
+import psutil
+import pytest
+
+from labkit import distributed, memory, sharding
+
+TINY = dict(
+    sharding=dict(width=64, depth=2, classes=4, global_batch=16, steps=2, rounds=3),
+    tensor=dict(d_model=32, head_dim=8, batch=2, tokens=8),
+    pipeline=dict(width=32, layers_per_stage=1, micro_batch=4, microbatches=[2, 4], rounds=3),
+)
+
+
+@pytest.mark.processes
+def test_the_tour_shards_exactly_computes_the_same_and_leaves_nothing_behind():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    ranks = distributed.launch(sharding.parallelism_tour, 2, backend="gloo", timeout_s=120, **TINY)
+    assert distributed.running_workers() == []
+    assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+                and p.status() != "zombie"]  # fmt: skip
+    P = ranks[0]["sharding"]["n_params"]
+    assert P == 64 * 64 * 2 + 64 * 2 + 64 * 4 + 4
+    for rank in ranks:
+        lay = rank["sharding"]["layouts"]
+        assert {k: v["losses"] for k, v in lay.items()} == {k: lay["DDP"]["losses"] for k in sharding.LAYOUTS}
+        assert lay["DDP"]["resident"]["parameters"] == 4 * P and lay["DDP"]["resident"]["other"] == 4 * P  # buckets
+        for kind in ("ZeRO-2", "ZeRO-3"):
+            assert lay[kind]["resident"]["parameters"] == 4 * P / 2
+            assert abs(lay[kind]["resident"]["optimizer"] - 8 * P / 2) <= 4 * 6  # Adam's 4-byte step counters
+        assert lay["ZeRO-3"]["collectives"] == {"all_gather": 2 * 3, "reduce_scatter": 3}  # 3 linear layers
+        assert lay["DDP"]["collectives"] == {"all_reduce": 1}
+        tp = rank["tensor"]
+        assert tp["MLP"]["local_params"] == (32 * 128 + 128) // 2 + 128 * 32 // 2 + 32
+        assert max(tp[b]["max_error"] for b in tp) < 1e-5 and tp["attention"]["backward"] == {"all_reduce": 3}
+        pipe = rank["pipeline"]
+        assert set(pipe["samples"]) == {"GPipe m=2", "GPipe m=4", "1F1B m=2", "1F1B m=4", "stage alone"}
+        assert pipe["activation_peak"]["1F1B"] <= pipe["activation_peak"]["GPipe"]
+
+
+@pytest.mark.processes
+def test_a_pipeline_needs_two_ranks_and_a_bad_layout_is_a_clear_error():
+    with pytest.raises(distributed.DistributedRunError, match="a pipeline needs at least 2 ranks"):
+        distributed.launch(sharding.pipeline_benchmark, 1, backend="gloo", timeout_s=60, width=8, layers_per_stage=1,
+                           micro_batch=2, microbatches=[2])  # fmt: skip
+    with pytest.raises(ValueError, match="d_model \\(30\\) must be a multiple of head_dim \\(8\\)"):
+        sharding.TPAttention(30, 8)
+    with pytest.raises(ValueError, match="tensor must be a positive integer"):
+        memory.ParallelLayout(tensor=0)
