@@ -40,9 +40,15 @@ def test_the_tour_shards_exactly_computes_the_same_and_leaves_nothing_behind():
 
 @pytest.mark.processes
 def test_a_pipeline_needs_two_ranks_and_a_bad_layout_is_a_clear_error():
-    with pytest.raises(distributed.DistributedRunError, match="a pipeline needs at least 2 ranks"):
+    with pytest.raises(distributed.DistributedRunError, match="a pipeline needs at least 2 ranks") as failed:
         distributed.launch(sharding.pipeline_benchmark, 1, backend="gloo", timeout_s=60, width=8, layers_per_stage=1,
                            micro_batch=2, microbatches=[2])  # fmt: skip
+    assert distributed.running_workers() == [] and not distributed.port_in_use(failed.value.port)
+    with pytest.raises(
+        distributed.DistributedRunError, match="exited with code 1.*must be a multiple of head_dim"
+    ):  # fails mid-run
+        distributed.launch(sharding.parallelism_tour, 2, backend="gloo", timeout_s=60, **dict(TINY, tensor=dict(d_model=30, head_dim=8, batch=1, tokens=4)))  # fmt: skip
+    assert distributed.running_workers() == []
     with pytest.raises(ValueError, match="d_model \\(30\\) must be a multiple of head_dim \\(8\\)"):
         sharding.TPAttention(30, 8)
     with pytest.raises(ValueError, match="tensor must be a positive integer"):
