@@ -54,7 +54,9 @@ def _layout(kind: str, model: nn.Module, ctx: WorkerContext, lr: float):
     from torch.nn.parallel import DistributedDataParallel
 
     if kind in ("DDP", "ZeRO-1"):
-        model = DistributedDataParallel(model.to(ctx.device))
+        # one gradient bucket, whatever the model's size, so one all-reduce per step (notebook 06 shows buckets)
+        cap_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20 + 1
+        model = DistributedDataParallel(model.to(ctx.device), bucket_cap_mb=cap_mb)
         if kind == "DDP":
             opt = torch.optim.Adam(model.parameters(), lr=lr)
             return model, opt, opt
