@@ -261,9 +261,7 @@ def pipeline_benchmark(
 
     fns = {f"{name} m={m}": runner(name, m) for name in schedules for m in microbatches}
     fns["stage alone"] = stage_alone
-    start = time.perf_counter()
     samples = _rounds(fns, ctx, dict.fromkeys(fns, 3), rounds=rounds, warmup=1)
-    seconds = time.perf_counter() - start
     top = max(microbatches)
     memory = {}
     for name in schedules:
@@ -272,8 +270,7 @@ def pipeline_benchmark(
         _sync(ctx)
         dist.barrier()
         memory[name] = peak_memory(run, track=(stage_mod,), device=ctx.device, label=name).by_category["activations"]
-    return dict(samples=samples, activation_peak=memory, stage_params=sum(p.numel() for p in stage_mod.parameters()),
-                seconds=seconds)  # fmt: skip
+    return dict(samples=samples, activation_peak=memory)
 
 
 def parallelism_tour(ctx: WorkerContext, sharding: dict, tensor: dict, pipeline: dict) -> dict:
