@@ -156,18 +156,21 @@ KEY: dict[str, Answer] = {
     "08.1": Answer(lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"),
     "08.2": Answer(lambda: 3350e9 / (7e9 * 2), "bandwidth / bytes of weights"),
     "08.3": Answer(lambda: True, "a batch of 256 takes 256 / 20,000 s to compute, and every request in it waits"),
-    "09.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
-    "09.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
-    "09.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
-    "10.1": Answer(lambda: 1 / ((1 - 0.4) + 0.4 / 5), "only the 40% computing speeds up (Amdahl)"),
-    "10.2": Answer(lambda: math.ceil(256 * 2 / 100), "256 images x 2 ms of CPU per 100 ms of GPU, rounded up"),
-    "10.3": Answer(lambda: "b", "the value does not exist until the GPU has computed it"),
-    "11.1": Answer(lambda: (5 + 7) / 16, "(inference busy + training busy) / all GPUs"),
-    "11.2": Answer(lambda: 30 / 2, "a preemption lands anywhere between two checkpoints"),
-    "11.3": Answer(_smallest_static, "try k = 1, 2, ... and look at slo_violation", ("workload", "n_gpus")),
-    "12.1": Answer(lambda: _line_at([10_000, 20_000], [12, 21], 200_000), "slope 9 s per 10,000 samples, one-off 3 s"),
-    "12.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
-    "12.3": Answer(_capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)),
+    "09.1": Answer(lambda: 2 * 32 * 8 * 128 * 2, "a key and a value per layer and key/value head, 2 bytes each"),
+    "09.2": Answer(lambda: (4.2 - 0.6) / (241 - 1) * 1000, "(E2E - TTFT) / (output tokens - 1), in ms"),
+    "09.3": Answer(lambda: (1 - 0.7**5) / (1 - 0.7), "(1 - α^(k+1)) / (1 - α)"),
+    "10.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
+    "10.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
+    "10.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
+    "11.1": Answer(lambda: 1 / ((1 - 0.4) + 0.4 / 5), "only the 40% computing speeds up (Amdahl)"),
+    "11.2": Answer(lambda: math.ceil(256 * 2 / 100), "256 images x 2 ms of CPU per 100 ms of GPU, rounded up"),
+    "11.3": Answer(lambda: "b", "the value does not exist until the GPU has computed it"),
+    "12.1": Answer(lambda: (5 + 7) / 16, "(inference busy + training busy) / all GPUs"),
+    "12.2": Answer(lambda: 30 / 2, "a preemption lands anywhere between two checkpoints"),
+    "12.3": Answer(_smallest_static, "try k = 1, 2, ... and look at slo_violation", ("workload", "n_gpus")),
+    "13.1": Answer(lambda: _line_at([10_000, 20_000], [12, 21], 200_000), "slope 9 s per 10,000 samples, one-off 3 s"),
+    "13.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
+    "13.3": Answer(_capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)),
 }
 
 
@@ -193,12 +196,15 @@ PREDICTIONS: dict[str, Prediction] = {
     "06.4": Prediction(1.5, "the ring model: time = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth, fitted above"),
     "07.4": Prediction(1.5, "a step is (m + p - 1) micro-batch times: the fill and drain are paid once per step"),
     "08.4": Prediction(1.5, "all requests arrive at once; served one at a time, the k-th waits for k service times"),
-    "09.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
-    "10.4": Prediction(1.25, "backward computes two matmuls per layer (input and weight gradients), forward one"),
-    "11.4": Prediction(
+    "09.4": Prediction(
+        1.5, "a decode step is memory-bound: the weights once, the cache three times (copied, then read)"
+    ),
+    "10.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
+    "11.4": Prediction(1.25, "backward computes two matmuls per layer (input and weight gradients), forward one"),
+    "12.4": Prediction(
         1.5, "the request waits for the whole training step (forward + backward = 3 forwards), then runs"
     ),
-    "12.4": Prediction(
+    "13.4": Prediction(
         1.5, "FLOPs per token grow with the context (attention); count both steps with labkit.count_flops"
     ),
 }

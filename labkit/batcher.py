@@ -1,4 +1,4 @@
-"""The dynamic-batching model server (notebooks 08 and 11): requests queue up; one worker thread takes the first,
+"""The dynamic-batching model server (notebooks 08 and 12): requests queue up; one worker thread takes the first,
 waits at most ``max_wait_ms`` (from that request's arrival) for more, up to ``max_batch``, runs the model once on
 the batch and answers each request. The policy of production servers (Triton's ``max_queue_delay``, TorchServe's
 ``maxBatchDelay``), small enough to read. :mod:`labkit.serving` re-exports it.

@@ -14,7 +14,7 @@ import torch
 
 from .flops import matmul_flops
 from .result import Result
-from .specs import DATASHEETS  # also read by notebooks 00, 06 and 09 as ceilings.DATASHEETS
+from .specs import DATASHEETS  # also read by notebooks 00, 06 and 10 as ceilings.DATASHEETS
 from .timing import TimingRecord, measure
 
 

@@ -84,7 +84,7 @@ def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
 
 
 def predicted(sizes: Mapping[str, float], at: float, law: str = "linear") -> Callable[[Mapping], object]:
-    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks 02 and 12: extrapolation).
+    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks 02 and 13: extrapolation).
 
     ``law="linear"``: least squares y = fixed + per_unit · size; ``law="power"``: y = c · size^k on log–log axes.
     """

@@ -91,7 +91,7 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
 def jpeg_gratings(
     n: int, size: int = 96, classes: int = 4, seed: int = 0, noise: float = 1.0, quality: int = 90
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 09).
+    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 10).
 
     Returns the encoded files (1-D uint8 tensors, as read from disk) and the labels. Decoding them
     costs real CPU time, as it does for a photo dataset.
@@ -111,7 +111,7 @@ class JpegDataset(torch.utils.data.Dataset):
     """Decode a JPEG, resize it, optionally flip it, normalise it: a typical image input pipeline.
 
     ``__getitem__`` returns ``(features, label)`` with the image flattened to ``3·out_size²``
-    values, ready for an MLP (notebook 09).
+    values, ready for an MLP (notebook 10).
     """
 
     def __init__(

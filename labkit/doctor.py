@@ -22,8 +22,8 @@ REQUIRED = {
     "ipywidgets": "make lab installs it",
     "tabulate": "make lab installs it (torch's FLOP counter needs it to print tables)",
     "pandas": "make lab installs it (the notebooks show their tables as DataFrames)",
-    "torchao": "make lab installs it (notebook 09's quantization)",
-    "simpy": "make lab installs it (notebook 11's cluster simulation)",
+    "torchao": "make lab installs it (notebook 10's quantization)",
+    "simpy": "make lab installs it (notebook 12's cluster simulation)",
 }
 
 
@@ -113,7 +113,7 @@ def run(device_name: str | None = None, ceilings: bool = True, out=sys.stdout) -
         print(f"  {bw.name:20s} {bw.value / 1e9:10.1f} GB/s     ({bw.size}, read + write)", file=out)
     if device.type == "cpu" and find_cpp_compiler() is None:
         print(
-            "labkit doctor: NOTE: no C++ compiler found. torch.compile on a CPU needs one, so notebook 09's compile "
+            "labkit doctor: NOTE: no C++ compiler found. torch.compile on a CPU needs one, so notebook 10's compile "
             "section will fail; everything else runs. Fix: Debian/Ubuntu `apt install g++`, macOS "
             "`xcode-select --install`, conda `conda install cxx-compiler`, or set CXX.",
             file=out,

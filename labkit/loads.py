@@ -1,4 +1,4 @@
-"""MLPerf-style load scenarios for :class:`~labkit.batcher.DynamicBatcher` (notebooks 08 and 11).
+"""MLPerf-style load scenarios for :class:`~labkit.batcher.DynamicBatcher` (notebooks 08 and 12).
 
 :func:`single_stream`, :func:`offline` and :func:`poisson` drive the server like MLPerf Inference's LoadGen
 scenarios: one request at a time (latency percentiles), everything at once (samples/s), and requests arriving at

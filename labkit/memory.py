@@ -34,7 +34,7 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     state_bytes,
 )
 from .result import Result
-from .specs import GPU_MEMORY_GB  # noqa: F401 (re-exported: notebooks 04 and 12 list memory.GPU_MEMORY_GB)
+from .specs import GPU_MEMORY_GB  # noqa: F401 (re-exported: notebooks 04 and 13 list memory.GPU_MEMORY_GB)
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
 
@@ -261,7 +261,7 @@ def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: s
 
 
 def serialized_bytes(model: torch.nn.Module) -> int:
-    """Bytes of ``model``'s weights as saved by ``torch.save`` (notebook 09 compares quantized models).
+    """Bytes of ``model``'s weights as saved by ``torch.save`` (notebook 10 compares quantized models).
 
     Counting the saved file works for every weight format alike, including the tensor subclasses
     that torchao uses for int8 weights, whose storage ``Tensor.nbytes`` does not describe.

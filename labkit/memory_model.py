@@ -1,4 +1,4 @@
-"""Memory from first principles (notebooks 04, 05, 08 and 12): bytes of state per parameter for each training
+"""Memory from first principles (notebooks 04, 05, 08 and 13): bytes of state per parameter for each training
 recipe, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
 :mod:`labkit.memory` measures, and re-exports these.
 """
@@ -67,7 +67,7 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
 class ParallelLayout(Result):
     """How a training job is split over GPUs: ``data`` × ``tensor`` × ``pipeline`` GPUs, and the ZeRO stage of
     the data-parallel dimension (Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training Trillion
-    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 12's estimate takes one.
+    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 13's estimate takes one.
 
     - ``tensor`` and ``pipeline`` split the model itself: each GPU holds 1/(tensor·pipeline) of the parameters and
       of their gradients and optimizer state (Megatron-LM's layers split across GPUs, and consecutive layers as
@@ -101,7 +101,7 @@ class ParallelLayout(Result):
 
 
 def sharded_state_bytes(n_params: int, recipe: str, layout: ParallelLayout) -> dict[str, float]:
-    """Parameter, gradient and optimizer bytes **per GPU** under ``layout`` (notebook 04's calculator, 11's estimate).
+    """Parameter, gradient and optimizer bytes **per GPU** under ``layout`` (notebook 04's calculator, 13's estimate).
 
     Taught in notebook 04. Tensor and pipeline parallelism divide all three by tensor·pipeline; ZeRO stage 1, 2, 3
     then divides the optimizer state, the gradients, the parameters by the data degree (Rajbhandari et al., 2020,

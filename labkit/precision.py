@@ -5,7 +5,7 @@
 - :func:`quantize_int8_weight_only`: int8 weights with one fp32 scale per output channel, computed
   with PyTorch's weight-only int8 matmul kernel: 1 byte per weight.
 
-Notebook 09 measures the *speed* of these ideas with the maintained tools (autocast, torchao); here
+Notebook 10 measures the *speed* of these ideas with the maintained tools (autocast, torchao); here
 the point is where the bytes are, so the state is kept in plain tensors that MemTracker can see.
 """
 

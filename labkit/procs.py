@@ -1,4 +1,4 @@
-"""Child processes that never outlive the notebook that started them (notebooks 06, 08 and 11).
+"""Child processes that never outlive the notebook that started them (notebooks 06, 08 and 12).
 
 One place for what labkit's launcher (:mod:`labkit.distributed`), background trainer (:mod:`labkit.sharing`)
 and load generator (``labkit/loadgen.py``) each need: the environment that names the parent, the request to

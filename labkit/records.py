@@ -117,7 +117,7 @@ def project_root() -> Path | None:
 
 
 def results_dir() -> Path:
-    """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``. Taught in notebook 10."""
+    """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``. Taught in notebook 11."""
     chosen = environment.get(RESULTS_ENV)
     if chosen is not None:
         return chosen
@@ -184,7 +184,7 @@ def load_reference(notebook: str, root: str | os.PathLike | None = None) -> list
 
 
 def card_line(card: dict) -> str:
-    """One line naming the machine and software of a card, for labels and captions. Taught in notebook 09."""
+    """One line naming the machine and software of a card, for labels and captions. Taught in notebook 10."""
     parts = [card.get("device_name", "?"), f"torch {card.get('torch', '?')}"]
     if card.get("cuda"):
         parts.append(f"CUDA {card['cuda']}")

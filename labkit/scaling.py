@@ -1,7 +1,7 @@
 """How cost grows with size: power laws and straight lines fitted to measured sizes.
 
 Taught in notebook 02 (input size) and notebook 03 (model size), where the sizes are timed in interleaved
-rounds by labkit.claims; notebook 12 builds its job estimates on the same fits.
+rounds by labkit.claims; notebook 13 builds its job estimates on the same fits.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Serving: a dynamic-batching model server, the MLPerf load scenarios, and an HTTP front end.
 
-One import for notebooks 08 and 11; the code lives by concern: the server in :mod:`labkit.batcher`, the load
+One import for notebooks 08 and 12; the code lives by concern: the server in :mod:`labkit.batcher`, the load
 scenarios in :mod:`labkit.loads`, the HTTP front end and its load generator here.
 
-Taught in notebook 08 (and reused by notebook 11, where training shares the machine with it).
+Taught in notebook 08 (and reused by notebook 12, where training shares the machine with it).
 
 - :class:`DynamicBatcher` is a real server: requests go into a queue; one worker thread takes the
   first waiting request, then waits at most ``max_wait_ms`` (counted from that request's arrival)

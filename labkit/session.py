@@ -43,7 +43,7 @@ def default_threads() -> int:
 
 @contextlib.contextmanager
 def threads(n: int) -> Iterator[int]:
-    """Run a block with ``n`` PyTorch CPU threads, then restore the previous count (notebooks 00, 10, 11)."""
+    """Run a block with ``n`` PyTorch CPU threads, then restore the previous count (notebooks 00, 11, 12)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"threads needs a whole number of threads, 1 or more; got {n!r}")
     saved = torch.get_num_threads()

@@ -153,7 +153,23 @@ SIZES: dict[str, dict[str, dict]] = {
             job_deadline_s=600, live_bound_s=1.0, min_run_s=0.5,
         ),
     },
-    "09_optimisation": {
+    "09_serving_llms": {
+        "quick": dict(
+            gpt_size="s", context=512, prompt_len=128, decode_batch=16, short_ctx=64, long_ctx=448, requests=20,
+            max_batch=8, block_size=16, prompt_lens=(8, 48), output_lens=(4, 48), load=0.8, slo_ttft_steps=10,
+            slo_tpot_steps=2, claim_budget_s=5.0, paged_requests=32, budget_seqs=4, paged_max_batch=32,
+            spec_size="m", draft_layers=1, spec_k=3, spec_prompt=16, spec_tokens=48, latency_samples=1000, window=50,
+            min_run_s=0.1,
+        ),
+        "full": dict(
+            gpt_size="m", context=1024, prompt_len=512, decode_batch=32, short_ctx=128, long_ctx=960, requests=64,
+            max_batch=16, block_size=16, prompt_lens=(16, 128), output_lens=(8, 128), load=0.8, slo_ttft_steps=10,
+            slo_tpot_steps=2, claim_budget_s=20.0, paged_requests=96, budget_seqs=8, paged_max_batch=64,
+            spec_size="l", draft_layers=1, spec_k=3, spec_prompt=32, spec_tokens=128, latency_samples=5000, window=50,
+            min_run_s=0.5,
+        ),
+    },
+    "10_optimisation": {
         "quick": dict(
             n_images=1536, image_size=96, out_size=32, noise=8.0, train=1024, hidden=1024, depth=3,
             small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1], loader_batch=64,
@@ -167,7 +183,7 @@ SIZES: dict[str, dict[str, dict]] = {
             min_run_s=0.5,
         ),
     },
-    "10_where_time_goes": {
+    "11_where_time_goes": {
         "quick": dict(
             n_images=1024, image_size=96, blur_sigma=1.5, hidden=1024, depth=3, batch=64, steps=12,
             workers=[0, 1], profile_steps=5, sync_steps=30, min_run_s=0.1,
@@ -177,7 +193,7 @@ SIZES: dict[str, dict[str, dict]] = {
             workers=[0, 1, 2, 4, 8], profile_steps=10, sync_steps=100, min_run_s=0.5,
         ),
     },
-    "11_sharing_a_gpu": {
+    "12_sharing_a_gpu": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=300,
             watch_s=0.5, n_gpus=16, inference_gpus=9, peak_gpus=9, trough_gpus=1.5,
@@ -189,7 +205,7 @@ SIZES: dict[str, dict[str, dict]] = {
             jobs_per_hour=14.0, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.5,
         ),
     },
-    "12_estimating_a_job": {
+    "13_estimating_a_job": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[200, 400, 600, 800],
             repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0,

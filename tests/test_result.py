@@ -12,6 +12,7 @@ from labkit.result import Result
 RESULT_TYPES = {
     "ceilings": ["Ceiling", "Roofline"], "batcher": ["RequestTiming"], "claims": ["Claim"], "cluster": ["DayResult"], "comm_model": ["Link"],
     "estimate": ["JobFit", "EstimateCard"], "exercises": ["PredictionCheck"], "large_batch": ["CriticalBatchFit"],
+    "llm_serving": ["RequestRecord", "ServingRun", "SpeculativeResult"],
     "loads": ["LoadResult", "RateSearch"],
     "memory": ["MemoryRecord", "BatchTrial", "BatchSearch"], "memory_model": ["StateBytes"],
     "profiling": ["LoopTiming"], "scaling": ["PowerLawFit", "LinearFit"], "timing": ["TimingRecord"],

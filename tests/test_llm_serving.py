@@ -1,0 +1,148 @@
+"""labkit.llm_serving: the paged cache computes what the model computes, the engine's schedulers, the metrics as
+vLLM defines them, speculative decoding's exact output, and real models' sizes."""
+
+import math
+
+import pytest
+import torch
+
+from labkit import llm_serving as llm
+from labkit import memory, models
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    torch.manual_seed(0)
+    return models.TinyGPT(vocab=64, max_len=96, d_model=32, n_layers=2, n_heads=2).eval()
+
+
+def _generate(gpt, prompt, n):
+    return gpt.generate(torch.tensor([prompt]), n)[0, len(prompt) :].tolist()
+
+
+def test_paged_forward_matches_the_model(gpt):
+    cache = llm.PagedKVCache(gpt, num_blocks=16, block_size=4)
+    a, b = torch.randint(0, 64, (1, 11)), torch.randint(0, 64, (1, 5))
+    cache.admit(0, 20)
+    cache.admit(1, 20)
+    assert torch.allclose(cache.forward(gpt, [0], a), gpt(a), atol=1e-5)
+    cache.forward(gpt, [1], b)
+    nxt = torch.randint(0, 64, (2, 1))
+    out = cache.forward(gpt, [0, 1], nxt)  # two sequences of different lengths in one step
+    assert torch.allclose(out[0, -1], gpt(torch.cat([a, nxt[:1]], 1))[0, -1], atol=1e-5)
+    assert torch.allclose(out[1, -1], gpt(torch.cat([b, nxt[1:]], 1))[0, -1], atol=1e-5)
+    use = cache.usage()
+    assert (
+        use["tokens"] == 12 + 6 and use["allocated_bytes"] == (3 + 2) * 4 * cache.bytes_per_token
+    )  # 12 and 6 tokens in blocks of 4
+    assert cache.bytes == memory.kv_cache_bytes(2, 2, 16, 16 * 4, 1, 4)
+
+
+def test_admission_promises_blocks_and_release_returns_them(gpt):
+    cache = llm.PagedKVCache(gpt, num_blocks=4, block_size=8)
+    cache.admit(0, 17)  # three blocks promised
+    assert cache.can_admit(8) and not cache.can_admit(9)
+    with pytest.raises(llm.CacheFull):
+        cache.admit(1, 9)
+    with pytest.raises(ValueError, match="exceeds the model's context"):
+        cache.admit(2, 97)
+    cache.forward(gpt, [0], torch.randint(0, 64, (1, 17)))
+    with pytest.raises(llm.CacheFull):  # no sequence grows past its promise
+        cache.forward(gpt, [0], torch.randint(0, 64, (1, 8)))
+    cache.release(0)
+    assert len(cache.free) == 4 and cache.can_admit(32)
+
+
+@pytest.mark.parametrize("policy", ["continuous", "static"])
+def test_engine_output_is_greedy_decoding_and_bad_requests_are_refused(gpt, policy):
+    good = llm.poisson_requests(7, 2000.0, (2, 12), (1, 9), vocab=64, seed=3)
+    bad = [llm.Request(90, [], 3), llm.Request(91, [1], 0), llm.Request(92, [1] * 90, 7), llm.Request(93, [64], 2)]
+    cache = llm.PagedKVCache(gpt, num_blocks=40, block_size=4)
+    run = llm.Engine(gpt, cache, policy, max_batch=3).serve(good + bad)
+    by_id = {r.rid: r for r in run.records}
+    for req in good:
+        rec = by_id[req.rid]
+        assert rec.ok and rec.tokens == _generate(gpt, req.prompt, req.max_tokens)
+        assert rec.token_times == sorted(rec.token_times) and rec.token_times[0] >= req.arrival_s
+    messages = [by_id[i].error for i in (90, 91, 92, 93)]
+    assert "prompt is empty" in messages[0] and "at least 1" in messages[1]
+    assert "exceeds the context of 96" in messages[2] and "0..63" in messages[3]
+    assert max(run.batch_sizes) <= 3 and len(cache.tables) == 0 and len(cache.free) == 40
+
+
+def test_static_batches_wait_for_the_whole_batch(gpt):
+    reqs = [llm.Request(0, [1, 2], 8), llm.Request(1, [3], 2), llm.Request(2, [4], 2)]
+    runs = {
+        p: llm.Engine(gpt, llm.PagedKVCache(gpt, 40, 4), p, max_batch=2).serve(reqs) for p in ("static", "continuous")
+    }
+    static, cont = ([r.token_times for r in runs[p].records] for p in ("static", "continuous"))
+    assert static[2][0] > static[0][-1]  # request 2 starts only after the long request 0 has finished
+    assert cont[2][0] < cont[0][-1]  # continuous batching admits it as soon as request 1 leaves
+    assert runs["continuous"].steps < runs["static"].steps
+
+
+def test_metrics_follow_vllms_definitions():
+    recs = [
+        llm.RequestRecord(0, 0.0, 3, 3, token_times=[0.1, 0.2, 0.5], tokens=[1, 2, 3]),
+        llm.RequestRecord(1, 0.2, 3, 1, token_times=[0.6], tokens=[4]),
+        llm.RequestRecord(2, 0.3, 0, 2, error="the prompt is empty"),
+    ]
+    run = llm.ServingRun("continuous", recs, duration_s=2.0, steps=3, batch_sizes=[1, 1, 1], usage=[])
+    assert recs[0].tpot_s == pytest.approx((0.5 - 0.1) / 2) and recs[1].tpot_s == 0.0
+    m = llm.serving_metrics(run, llm.SLO(ttft_s=0.4, tpot_s=0.19), percentiles=(50, 100))
+    assert m["completed"] == 2 and m["rejected"] == 1 and m["request_throughput"] == 1.0
+    assert m["good"] == 1 and m["goodput"] == 0.5  # request 0's TPOT misses; request 1's TTFT meets it
+    assert m["itl"][100] == pytest.approx(0.3) and m["tpot"][50] == pytest.approx(0.2)  # ITL pooled, TPOT per request
+    assert m["ttft"][100] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="no request completed"):
+        llm.serving_metrics(llm.ServingRun("static", recs[2:], 1.0, 0, [], []), llm.SLO(1, 1))
+
+
+def test_speculative_decoding_is_exactly_greedy_and_counts_its_passes():
+    torch.manual_seed(1)
+    target = models.TinyGPT(vocab=64, max_len=80, d_model=32, n_layers=3, n_heads=2).eval()
+    draft = llm.layer_skip_draft(target, 1)
+    prompt = torch.randint(0, 64, (1, 6))
+    for k in (1, 3, 5):
+        res = llm.speculative_generate(target, draft, prompt, 40, k)
+        assert torch.equal(res.tokens, target.generate(prompt, 40))
+        assert res.draft_passes == k * (res.target_passes - 1)
+        assert 0 <= res.acceptance <= 1
+    same = llm.speculative_generate(target, target, prompt, 20, 4)  # a draft that is the target: all accepted
+    assert same.acceptance == 1 and same.target_passes == 1 + math.ceil(19 / 5)
+    with pytest.raises(ValueError, match="exceeds max_len"):
+        llm.speculative_generate(target, draft, prompt, 72, 4)
+    with pytest.raises(ValueError, match="n_layers"):
+        llm.layer_skip_draft(target, 3)
+
+
+def test_expected_tokens_per_pass():
+    assert llm.expected_tokens_per_pass(0.0, 4) == 1.0 and llm.expected_tokens_per_pass(1.0, 4) == 5.0
+    assert llm.expected_tokens_per_pass(0.7, 4) == pytest.approx(1 + 0.7 + 0.49 + 0.343 + 0.2401)
+    with pytest.raises(ValueError):
+        llm.expected_tokens_per_pass(1.2, 4)
+
+
+def test_real_models_sizes():
+    assert llm.LLAMA2_7B.parameters() == 6_738_415_616  # the published totals
+    assert llm.LLAMA2_70B.parameters() == 68_976_648_192
+    assert llm.LLAMA2_7B.kv_bytes_per_token() == 2 * 32 * 32 * 128 * 2 == 524_288
+    assert llm.LLAMA2_70B.kv_bytes_per_token() == 2 * 80 * 8 * 128 * 2
+    # 141 GB less 2 x 6,738,415,616 bytes of weights, over 4,096 x 524,288 bytes per sequence
+    assert llm.max_concurrent_sequences(llm.LLAMA2_7B, 141e9, 4096) == int((141e9 - 13_476_831_232) // 2_147_483_648)
+    assert llm.max_concurrent_sequences(llm.LLAMA2_70B, 80e9, 4096) == 0  # the weights alone do not fit
+    assert llm.max_concurrent_sequences(llm.LLAMA2_70B, 141e9, 4096, kv_heads=64) == 0
+    assert llm.max_concurrent_sequences(llm.LLAMA2_70B, 141e9, 4096) == 2
+    with pytest.raises(ValueError):
+        llm.max_concurrent_sequences(llm.LLAMA2_7B, 80e9, 0)
+
+
+def test_bad_arguments_say_what_is_allowed(gpt):
+    with pytest.raises(ValueError, match="policy"):
+        llm.Engine(gpt, llm.PagedKVCache(gpt, 4, 4), "fifo")
+    with pytest.raises(ValueError, match="max_batch"):
+        llm.Engine(gpt, llm.PagedKVCache(gpt, 4, 4), max_batch=0)
+    with pytest.raises(ValueError, match="num_blocks"):
+        llm.PagedKVCache(gpt, 0, 4)
+    with pytest.raises(ValueError, match="rate"):
+        llm.poisson_requests(3, 0.0, (1, 2), (1, 2))
