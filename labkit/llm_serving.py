@@ -339,6 +339,10 @@ class Engine:
                 req = pending.popleft()
                 try:
                     check_request(req, self.model.max_len, vocab)
+                    need = self.cache.blocks_for(len(req.prompt) + req.max_tokens)
+                    if need > self.cache.num_blocks:
+                        raise ValueError(f"request {req.rid}: needs {need} blocks of KV cache; the whole cache has "
+                                         f"{self.cache.num_blocks}")  # fmt: skip
                     waiting.append(req)
                 except ValueError as exc:
                     records[req.rid].error = str(exc)
@@ -428,7 +432,7 @@ def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (5
         completed=len(done), rejected=sum(r.error is not None for r in run.records), good=len(good),
         request_throughput=len(done) / run.duration_s, goodput=len(good) / run.duration_s,
         output_tokens_per_s=sum(len(r.tokens) for r in done) / run.duration_s,
-        ttft=pct([r.ttft_s for r in done]), tpot=pct([r.tpot_s for r in done if len(r.tokens) > 1]),
+        ttft=pct([r.ttft_s for r in done]), tpot=pct([r.tpot_s for r in done if len(r.tokens) > 1]) if itl else {},
         itl=pct(itl) if itl else {}, e2e=pct([r.e2e_s for r in done]),
     )  # fmt: skip
 
@@ -452,6 +456,7 @@ class SpeculativeResult(Result):
     """Speculative decoding's output and its bookkeeping (notebook 09)."""
 
     tokens: torch.Tensor  # (1, prompt + new_tokens)
+    prompt_len: int
     k: int
     target_passes: int
     draft_passes: int
@@ -466,8 +471,6 @@ class SpeculativeResult(Result):
     @property
     def tokens_per_pass(self) -> float:
         return (self.tokens.shape[1] - self.prompt_len) / self.target_passes
-
-    prompt_len: int = 0
 
 
 def _truncate(caches: list[dict], length: int) -> None:
@@ -520,7 +523,7 @@ def speculative_generate(target: TinyGPT, draft: TinyGPT, prompt: torch.Tensor, 
         d_len = min(d_len, seq.shape[1] - 1)
         _truncate(d_caches, d_len)
     seq = seq[:, : prompt.shape[1] + new_tokens]
-    return SpeculativeResult(seq, k, passes, draft_passes, accepted, rejected, prompt_len=prompt.shape[1])
+    return SpeculativeResult(seq, prompt.shape[1], k, passes, draft_passes, accepted, rejected)
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:

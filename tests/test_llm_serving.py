@@ -70,6 +70,13 @@ def test_engine_output_is_greedy_decoding_and_bad_requests_are_refused(gpt, poli
     assert max(run.batch_sizes) <= 3 and len(cache.tables) == 0 and len(cache.free) == 40
 
 
+def test_a_request_larger_than_the_whole_cache_is_refused_not_waited_for(gpt):
+    reqs = [llm.Request(0, [1] * 10, 30), llm.Request(1, [2, 3], 4)]
+    run = llm.Engine(gpt, llm.PagedKVCache(gpt, num_blocks=4, block_size=8)).serve(reqs)
+    assert "needs 5 blocks of KV cache; the whole cache has 4" in run.records[0].error
+    assert run.records[1].ok
+
+
 def test_static_batches_wait_for_the_whole_batch(gpt):
     reqs = [llm.Request(0, [1, 2], 8), llm.Request(1, [3], 2), llm.Request(2, [4], 2)]
     runs = {
