@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .device import sync
 from .memory_model import kv_cache_bytes
 from .models import TinyGPT
 from .result import Result
@@ -320,10 +321,6 @@ class Engine:
         self.model, self.cache, self.policy, self.max_batch = model.eval(), cache, policy, max_batch
         self.device = next(model.parameters()).device
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def serve(self, requests: Sequence[Request], clock: Callable[[], float] = time.perf_counter) -> ServingRun:
         """Serve ``requests`` as they arrive (each at its ``arrival_s`` after the start); return every record."""
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
@@ -355,13 +352,13 @@ class Engine:
             for req in admit:  # prefill: the whole prompt in one pass gives the first token
                 prompt = torch.tensor([req.prompt], device=self.device)
                 first = int(self.cache.forward(self.model, [req.rid], prompt)[0, -1].argmax())
-                self._sync()
+                sync(self.device)
                 self._emit(records[req.rid], first, clock() - start, running)
             if running:
                 rids = list(running)
                 last = torch.tensor([[running[r]] for r in rids], device=self.device)
                 nxt = self.cache.forward(self.model, rids, last)[:, -1].argmax(-1).tolist()
-                self._sync()
+                sync(self.device)
                 now = clock() - start
                 usage.append(self.cache.usage())
                 steps += 1
@@ -428,11 +425,12 @@ def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (5
 
     good = [r for r in done if r.ttft_s <= slo.ttft_s and r.tpot_s <= slo.tpot_s]
     itl = [g for r in done for g in r.itl_s]
+    tpot = [r.tpot_s for r in done if len(r.tokens) > 1]
     return dict(
         completed=len(done), rejected=sum(r.error is not None for r in run.records), good=len(good),
         request_throughput=len(done) / run.duration_s, goodput=len(good) / run.duration_s,
         output_tokens_per_s=sum(len(r.tokens) for r in done) / run.duration_s,
-        ttft=pct([r.ttft_s for r in done]), tpot=pct([r.tpot_s for r in done if len(r.tokens) > 1]) if itl else {},
+        ttft=pct([r.ttft_s for r in done]), tpot=pct(tpot) if tpot else {},
         itl=pct(itl) if itl else {}, e2e=pct([r.e2e_s for r in done]),
     )  # fmt: skip
 

@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--profile", default="full", choices=["quick", "full"])
     parser.add_argument("--device", default="cuda", help="auto, cpu, cuda, cuda:N or mps")
-    parser.add_argument("--results", type=Path, required=True, help="folder for the notebooks' result records")
-    parser.add_argument("--logs", type=Path, required=True, help="folder for one log per notebook")
+    parser.add_argument("--results", type=Path, help="folder for the notebooks' result records (required)")
+    parser.add_argument("--logs", type=Path, help="folder for one log per notebook (required)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one notebook may take")
     parser.add_argument("--deadline", type=float, default=None, help="seconds for all of them together")
     parser.add_argument("--cell-runner", action="store_true", help=argparse.SUPPRESS)
@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cell_runner:
         run_cells(args.notebooks[0])
         return 0
+    if args.results is None or args.logs is None:
+        parser.error("--results and --logs are required: where the records and the logs go")
     missing = [str(nb) for nb in args.notebooks if not nb.is_file()]
     if missing:
         parser.error(f"no such notebook: {', '.join(missing)}")
@@ -102,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
         start = time.monotonic()
         with open(args.logs / f"{nb.stem}.log", "w") as log:
-            proc = subprocess.Popen([sys.executable, __file__, "--cell-runner", str(nb.resolve()), "--results", "-",
-                                     "--logs", "-"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=nb.parent, start_new_session=True)  # fmt: skip
+            proc = subprocess.Popen([sys.executable, __file__, "--cell-runner", str(nb.resolve())], stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, cwd=nb.parent, start_new_session=True)  # fmt: skip
             try:
                 outcome = "ok" if proc.wait(timeout=limit) == 0 else f"failed (rc {proc.returncode})"
             except subprocess.TimeoutExpired:
