@@ -274,7 +274,7 @@ def _cpu_jiffies() -> tuple[int, int, int] | None:
 
 
 def idle_cores(seconds: float = 0.2, settle_s: float = 0.2, assume: float | None = None) -> float | None:
-    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 10, 11 and 12).
+    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 07, 10, 11 and 12).
 
     The calling process sleeps meanwhile, so on an idle 4-core machine this is about 4.0; a browser tab or a
     second job that keeps one core busy brings it to about 3.0. Data-loader workers can only run in parallel
