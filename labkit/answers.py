@@ -2,9 +2,9 @@
 
 Each notebook's checker cell names its exercise and passes what the answer depends on from the notebook
 (``labkit.check("01.3", answer_3, step_s=step_s, batch=B)``); the expected value is computed here, so it is not
-printed in the cell beneath the question. ``tests/test_notebooks.py`` runs every notebook with each exercise's
-folded solution filled in, and checks that the solution is judged right and that an obviously wrong answer is
-judged wrong.
+printed in the cell beneath the question. ``make test`` runs every notebook with each exercise's
+folded solution filled in after it (``tests/prepare_notebooks.py``), and checks that the solution is judged right
+and that an obviously wrong answer is judged wrong.
 """
 
 from __future__ import annotations

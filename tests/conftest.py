@@ -1,4 +1,5 @@
 import os
+import time
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
@@ -10,11 +11,18 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 _WALL_TIMES: dict[str, float] = {}
 _CLAIMS: list[dict] = []
+_SESSION_STARTED = time.time()  # conftest is imported as the session starts, before any test runs
 
 
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture
+def session_started() -> float:
+    """When this pytest session started (time.time()): records older than it are left from an earlier run."""
+    return _SESSION_STARTED
 
 
 @pytest.fixture
@@ -31,7 +39,7 @@ def run_claims() -> list[dict]:
 
 def pytest_terminal_summary(terminalreporter):
     if _WALL_TIMES:
-        terminalreporter.section("notebook wall times (papermill, quick profile)")
+        terminalreporter.section("notebook wall times (quick profile, kernel start to last cell)")
         for name, seconds in _WALL_TIMES.items():
             terminalreporter.write_line(f"{name}: {seconds:.1f} s")
     if _CLAIMS:

@@ -96,13 +96,30 @@ def plainly_wrong(expected, prediction=False):
     return expected * 1.5 + 1
 
 
-def with_solutions(nb):
-    """A copy of ``nb`` whose exercises are solved and whose checkers assert."""
+def with_solutions_appended(nb):
+    """A copy of ``nb`` as the learner gets it, followed by its exercises solved: for each exercise, its cells
+    from the stub to the checker again, the stub filled in from the folded solution and the checker asserting.
+
+    One kernel then runs the notebook as given (the exercises unsolved, as a learner first meets them) and its
+    solutions, which the exercises' checkers must judge right, after it: the exercises close every notebook, so
+    the solutions find the state they were written for.
+    """
     nb = copy.deepcopy(nb)
     found = exercises(nb)
+    if not found:
+        return nb
+    tail = [nbformat.v4.new_markdown_cell("## The exercises, solved (added by the test suite)")]
+    tail.append(nbformat.v4.new_code_cell(inspect.getsource(plainly_wrong)))  # the wrong-answer maker
     for stub, checker, solution in found:
-        nb.cells[stub].source = solution_code(nb.cells[stub].source, nb.cells[solution].source)
-        nb.cells[checker].source = asserting_checker(nb.cells[checker].source)
-    if found:  # the wrong-answer maker, defined in the kernel before the first exercise
-        nb.cells.insert(found[0][0], nbformat.v4.new_code_cell(inspect.getsource(plainly_wrong)))
+        tail.append(nbformat.v4.new_code_cell(solution_code(nb.cells[stub].source, nb.cells[solution].source)))
+        tail += [_fresh(nb.cells[i]) for i in range(stub + 1, checker)]  # a set-up cell between the two
+        tail.append(nbformat.v4.new_code_cell(asserting_checker(nb.cells[checker].source)))
+    nb.cells += tail
     return nb
+
+
+def _fresh(cell):
+    """A copy of ``cell`` as a new cell (outputs and ids not carried over)."""
+    if cell.cell_type == "code":
+        return nbformat.v4.new_code_cell(cell.source)
+    return nbformat.v4.new_markdown_cell(cell.source)

@@ -1,39 +1,43 @@
-"""Every notebook, executed top to bottom by papermill with the quick parameters, its exercises solved.
+"""What the notebook tier's run left behind: every notebook ran to its end, solved, with the quick parameters.
 
-nbval (make test's notebook tier) runs the notebooks as a learner gets them, exercises unsolved; this tier runs
-each with its folded solutions filled in and its checkers asserting (tests/solutions.py): every solution must
-be judged right, and a plainly wrong answer wrong.
+``make notebooks`` (the README's test step 4) prepares each notebook (tests/prepare_notebooks.py: the notebook as
+the learner gets it, then its exercises solved with their checkers asserting, papermill's quick parameters
+injected) and runs them under nbval with ``LABKIT_RESULTS_DIR`` set to a fresh folder, then these tests in the same
+pytest session. A cell that raises (a wrong solution, a plainly wrong answer accepted, a contradicted timing
+claim, a changed checked output) has already failed its nbval item; these check what each run recorded: its
+last cell ran, in this session, with the injected profile and no cell raising, its result record saved with a
+summary, its wall time within reach of its budget, and the run's timing claims as a whole.
 """
 
 import json
+import os
 
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
-from solutions import with_solutions
+from prepare_notebooks import RUN_SUFFIX
 
-from labkit import claims
+from labkit import claims, records
 from labkit.report import run_notebook
 
-BUDGET_S = 30  # each notebook's quick-profile budget on 2 CPU cores (kernel start included)
+BUDGET_S = 30  # each notebook's quick-profile budget on 2 CPU cores (kernel start and solved exercises included)
 
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_with_quick_parameters(path, tmp_path, wall_times, run_claims):
-    solved = tmp_path / "solved" / path.name
-    solved.parent.mkdir()
-    nbformat.write(with_solutions(nbformat.read(path, as_version=4)), solved)
-    run = run_notebook(solved, tmp_path / path.name, profile="quick", results_dir=tmp_path / "results")
+def test_notebook_ran_to_its_end_with_the_quick_parameters(path, session_started, wall_times, run_claims):
+    where = records.results_dir()
+    run_file = where / f"{path.stem}{RUN_SUFFIX}"
+    assert run_file.exists() and run_file.stat().st_mtime >= session_started, (
+        f"{path.name} left no run record in {where} in this session: `make notebooks` runs the notebooks under "
+        f"nbval (with LABKIT_RESULTS_DIR set) and then these tests"
+    )
+    run = json.loads(run_file.read_text())
     wall_times[path.stem] = run["wall_s"]
-    assert run["status"] == "ok", f"{path.name}: {run['error']} (executed copy: {tmp_path / path.name})"
+    assert run["error_shown"] is None, f"{path.name}: a cell raised {run['error_shown']}"
+    assert run["profile_parameter"] == "quick", "papermill's injected parameters did not take effect"
 
-    executed = nbformat.read(tmp_path / path.name, as_version=4)
-    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
-    assert any(c.metadata.get("tags") == ["injected-parameters"] for c in executed.cells)
-
-    saved = json.loads((tmp_path / "results" / f"{path.stem}.json").read_text())
+    saved = json.loads((where / f"{path.stem}.json").read_text())
     assert saved["card"]["profile"] == "quick"
     assert saved["summary"], "each notebook records headline results for the report"
     run_claims.extend(dict(c, notebook=path.stem) for c in saved["claims"])
@@ -58,7 +62,8 @@ def test_the_run_was_quiet_enough_to_decide_the_timing_claims(run_claims):
 @pytest.mark.notebooks
 def test_a_wrong_timing_claim_is_contradicted_and_fails_the_notebook(tmp_path, root):
     """The check can fail: notebook 01 with one claim made false (a training step costing over 1,000 forward
-    passes) stops with ClaimContradicted under make test's strict mode, as a real regression would."""
+    passes) stops with ClaimContradicted under make test's strict mode, as a real regression would; run by
+    papermill, as ``make report`` runs the notebooks."""
     nb = nbformat.read(root / "notebooks" / "01_inference_vs_training.ipynb", as_version=4)
     right = 'quantity=labkit.claims.ratio("training step", "inference"), expect=(">", 1.5),'
     cells = [c for c in nb.cells if right in c.source]
@@ -66,6 +71,8 @@ def test_a_wrong_timing_claim_is_contradicted_and_fails_the_notebook(tmp_path, r
     cells[0].source = cells[0].source.replace(right, right.replace("1.5", "1000.0"))
     wrong = tmp_path / "01_wrong_claim.ipynb"
     nbformat.write(nb, wrong)
+    env = os.environ.copy()
     run = run_notebook(wrong, tmp_path / "out.ipynb", profile="quick", results_dir=tmp_path / "results")
+    assert os.environ == env, "run_notebook restores the environment it changed"
     assert run["status"] == "failed"
     assert "ClaimContradicted" in run["error"] and "training step costs well over one forward pass" in run["error"]

@@ -1,0 +1,75 @@
+"""Write the notebooks that ``make test`` runs under nbval, one per notebook, into a folder of the build.
+
+Each is the notebook as the learner gets it (its exercises unsolved), then its exercises solved and their checkers
+asserting (tests/solutions.py), then one cell that records the run: the ``PROFILE`` the kernel ended with, whether
+any cell raised, and the seconds since the kernel started. papermill injects the quick parameters (``PROFILE``)
+after each notebook's ``parameters`` cell, as it does for ``make report``; nbval then executes every cell and
+compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
+the learner's path and the solutions share everything but the closing exercises.
+
+    python tests/prepare_notebooks.py OUT_DIR [notebooks/NN_name.ipynb ...]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import papermill as pm
+from solutions import with_solutions_appended
+
+ROOT = Path(__file__).resolve().parents[1]
+PARAMETERS = {"PROFILE": "quick"}
+RUN_SUFFIX = ".run.json"  # the run record each prepared notebook writes beside its result record
+
+RECORD_RUN = """\
+# Added by the test suite: what this run was (tests/test_notebooks.py reads it).
+import sys as _sys
+import time as _time
+
+import psutil as _psutil
+
+_error = getattr(_sys, "last_value", None)  # IPython keeps the last exception a cell raised
+labkit.records.write_json_atomic(
+    labkit.records.results_dir() / "{name}{suffix}",
+    dict(notebook="{name}", profile_parameter=PROFILE, error_shown=None if _error is None else repr(_error),
+         wall_s=round(_time.time() - _psutil.Process().create_time(), 2)),
+)"""
+
+
+def prepare(notebook: Path, out_dir: Path) -> Path:
+    """Write ``out_dir / notebook.name``: the notebook, its solutions, the run record; the quick parameters in."""
+    declared = {p["name"] for p in pm.inspect_notebook(str(notebook)).values()}
+    missing = set(PARAMETERS) - declared
+    if missing:
+        raise SystemExit(
+            f"{notebook.name}: its parameters cell does not set {sorted(missing)} (it sets {sorted(declared)})"
+        )
+    nb = with_solutions_appended(nbformat.read(notebook, as_version=4))
+    nb.cells.append(nbformat.v4.new_code_cell(RECORD_RUN.format(name=notebook.stem, suffix=RUN_SUFFIX)))
+    out = out_dir / notebook.name
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / notebook.name
+        nbformat.write(nb, staged)
+        pm.execute_notebook(str(staged), str(out), parameters=PARAMETERS, prepare_only=True, kernel_name="python3",
+                            progress_bar=False)  # fmt: skip
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    out_dir = Path(argv[0])
+    notebooks = [Path(p) for p in argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for notebook in notebooks:
+        prepare(notebook, out_dir)
+    print(f"{len(notebooks)} notebooks prepared in {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
