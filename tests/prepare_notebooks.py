@@ -2,7 +2,8 @@
 
 Each is the notebook as the learner gets it (its exercises unsolved), then its exercises solved and their checkers
 asserting (tests/solutions.py), then one cell that records the run: the ``PROFILE`` the kernel ended with, whether
-any cell raised, and the seconds since the kernel started. papermill injects the quick parameters (``PROFILE``)
+any cell raised, and the seconds since the kernel started, to the learner's last cell (what Restart & Run All
+costs a learner, the budget's measure) and to the end of the solutions. papermill injects the quick parameters (``PROFILE``)
 after each notebook's ``parameters`` cell, as it does for ``make report``; nbval then executes every cell and
 compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
 the learner's path and the solutions share everything but the closing exercises.
@@ -24,18 +25,27 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = {"PROFILE": "quick"}
 RUN_SUFFIX = ".run.json"  # the run record each prepared notebook writes beside its result record
 
-RECORD_RUN = """\
-# Added by the test suite: what this run was (tests/test_notebooks.py reads it).
-import sys as _sys
+MARK_LEARNER_END = """\
+# Added by the test suite: the learner's notebook ends here; its exercises, solved, follow.
 import time as _time
 
 import psutil as _psutil
+
+
+def _since_kernel_start():
+    return round(_time.time() - _psutil.Process().create_time(), 2)
+
+
+_learner_wall_s = _since_kernel_start()"""
+RECORD_RUN = """\
+# Added by the test suite: what this run was (tests/test_notebooks.py reads it).
+import sys as _sys
 
 _error = getattr(_sys, "last_value", None)  # IPython keeps the last exception a cell raised
 labkit.records.write_json_atomic(
     labkit.records.results_dir() / "{name}{suffix}",
     dict(notebook="{name}", profile_parameter=PROFILE, error_shown=None if _error is None else repr(_error),
-         wall_s=round(_time.time() - _psutil.Process().create_time(), 2)),
+         learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start()),
 )"""
 
 
@@ -47,7 +57,10 @@ def prepare(notebook: Path, out_dir: Path) -> Path:
         raise SystemExit(
             f"{notebook.name}: its parameters cell does not set {sorted(missing)} (it sets {sorted(declared)})"
         )
-    nb = with_solutions_appended(nbformat.read(notebook, as_version=4))
+    given = nbformat.read(notebook, as_version=4)
+    learners_cells = len(given.cells)
+    nb = with_solutions_appended(given)
+    nb.cells.insert(learners_cells, nbformat.v4.new_code_cell(MARK_LEARNER_END))
     nb.cells.append(nbformat.v4.new_code_cell(RECORD_RUN.format(name=notebook.stem, suffix=RUN_SUFFIX)))
     out = out_dir / notebook.name
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
-from prepare_notebooks import RUN_SUFFIX, prepare
+from prepare_notebooks import MARK_LEARNER_END, RUN_SUFFIX, prepare
 from solutions import STUB, exercises
 
 
@@ -23,6 +23,7 @@ def test_the_prepared_notebook_is_the_learners_then_its_solutions_then_the_run_r
     )
 
     tail = cells[len(given.cells) + 1 :]
+    assert tail[0].source == MARK_LEARNER_END, "the learner's part is timed before the solutions start"
     code = "\n".join(c.source for c in tail if c.cell_type == "code")
     assert not STUB.search(code), "every stub is filled in with its solution"
     n = len(exercises(given))
