@@ -58,6 +58,25 @@ def _rounds(
     return samples
 
 
+def _calls_per_block(fns: dict[str, Callable], ctx: WorkerContext, block_s: float = 0.02, most: int = 100) -> dict:
+    """How many calls of each function make a timed block of about ``block_s`` seconds: a collective of a
+    millisecond timed in blocks of two calls is mostly noise. One warm call is timed on every rank and the slowest
+    rank's time decides, so every rank gets the same count (a collective called more often on one rank than on
+    another would hang). At least 2 calls, at most ``most``."""
+    calls = {}
+    for name, fn in fns.items():
+        fn()  # warm
+        _sync(ctx)
+        dist.barrier()
+        start = time.perf_counter()
+        fn()
+        _sync(ctx)
+        slowest = torch.tensor([time.perf_counter() - start], dtype=torch.float64).to(ctx.device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        calls[name] = int(min(most, max(2, np.ceil(block_s / max(float(slowest.item()), 1e-9)))))
+    return calls
+
+
 def _sync(ctx: WorkerContext) -> None:
     if ctx.device.type == "cuda":
         torch.cuda.synchronize(ctx.device)

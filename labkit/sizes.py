@@ -128,7 +128,7 @@ SIZES: dict[str, dict[str, dict]] = {
         "quick": dict(
             sharding=dict(width=256, depth=4, classes=10, global_batch=64, steps=3, rounds=5),
             tensor=dict(d_model=64, head_dim=16, batch=2, tokens=16),
-            pipeline=dict(width=256, layers_per_stage=2, micro_batch=32, microbatches=[2, 4, 8], rounds=7),
+            pipeline=dict(width=256, layers_per_stage=2, micro_batch=128, microbatches=[2, 4, 8], rounds=7),
             timeout_s=120,
         ),
         "full": dict(

@@ -53,3 +53,25 @@ def test_a_pipeline_needs_two_ranks_and_a_bad_layout_is_a_clear_error():
         sharding.TPAttention(30, 8)
     with pytest.raises(ValueError, match="tensor must be a positive integer"):
         memory.ParallelLayout(tensor=0)
+
+
+def test_a_timed_block_holds_enough_calls_to_last_about_its_length():
+    """A collective of a millisecond timed two calls at a time is mostly noise: blocks are sized from one timed
+    call (the slowest rank's, so every rank calls a collective equally often), at least 2 calls, at most 100."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from labkit.ddp_workers import WorkerContext, _calls_per_block
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ctx = WorkerContext(rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), threads=1)
+        calls = _calls_per_block(
+            {"instant": lambda: None, "4 ms": lambda: time.sleep(0.004), "50 ms": lambda: time.sleep(0.05)}, ctx
+        )
+    finally:
+        dist.destroy_process_group()
+    assert calls["instant"] == 100 and calls["50 ms"] == 2
+    assert 3 <= calls["4 ms"] <= 5  # 20 ms / 4 ms, less where the sleep overruns
