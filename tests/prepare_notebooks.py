@@ -2,10 +2,10 @@
 
 Each is the notebook as the learner gets it (its exercises unsolved), then its exercises solved and their checkers
 asserting (tests/solutions.py), then one cell that records the run: the ``PROFILE`` the kernel ended with, whether
-any cell raised, and the seconds since the kernel started, to the learner's last cell (what Restart & Run All
-costs a learner, the budget's measure) and to the end of the solutions. papermill injects the quick parameters (``PROFILE``)
-after each notebook's ``parameters`` cell, as it does for ``make report``; nbval then executes every cell and
-compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
+any cell raised, and the seconds since the kernel started, to the learner's last cell (what Restart & Run All costs
+a learner, the budget's measure) and to the end of the solutions. papermill injects the quick parameters
+(``PROFILE``) after each notebook's ``parameters`` cell, as it does for ``make report``; nbval then executes every
+cell and compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
 the learner's path and the solutions share everything but the closing exercises.
 
     python tests/prepare_notebooks.py OUT_DIR [notebooks/NN_name.ipynb ...]
