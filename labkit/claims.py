@@ -130,8 +130,7 @@ def block_timer(
     except Exception as exc:  # the variant's own failure, reported before any round is timed
         name = getattr(fn, "__name__", "variant")
         raise MeasurementError(f"{name!r} raised {type(exc).__name__} while warming up: {exc}") from exc
-    one = max(timeit.default_timer() - start, 1e-7)
-    calls = max(1, min(10_000, math.ceil(block_s / one)))
+    calls = _calls_per_block(timeit.default_timer() - start, block_s)
 
     def block() -> float:
         sync(device)
@@ -142,6 +141,12 @@ def block_timer(
         return (timeit.default_timer() - start) / calls
 
     return block
+
+
+def _calls_per_block(one_call_s: float, block_s: float, most: int = 10_000) -> int:
+    """How many calls of a function that took ``one_call_s`` make a timed block of about ``block_s`` (at least one):
+    a call much shorter than the clock's resolution and the timer's own cost is timed only in a block of many."""
+    return max(1, min(most, math.ceil(block_s / max(one_call_s, 1e-7))))
 
 
 def rotated(names: Sequence, round_index: int) -> list:

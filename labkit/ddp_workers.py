@@ -29,52 +29,47 @@ class WorkerContext:
 
 
 def _rounds(
-    fns: dict[str, Callable], ctx: WorkerContext, steps: dict[str, int], rounds: int = 5, warmup: int = 2
+    fns: dict[str, Callable],
+    ctx: WorkerContext,
+    steps: dict[str, int] | None = None,
+    rounds: int = 5,
+    warmup: int = 2,
+    block_s: float = 0.02,
 ) -> dict[str, list[float]]:
     """Time every function in interleaved rounds (rotating order): ``{name: [seconds per call, one per round]}``.
 
-    Each block is ``steps[name]`` calls between barriers, and each value is the slowest rank's (all ranks agree),
-    so the parent can decide claims on the rounds with :func:`labkit.claims.from_rounds`.
+    Each block is ``steps[name]`` calls between barriers or, without ``steps``, as many calls as make about
+    ``block_s`` seconds (sized from one warm call as :func:`labkit.claims.block_timer` sizes its blocks: a
+    collective of a millisecond timed a call or two at a time is mostly noise). Every time is the slowest rank's,
+    so all ranks agree on the samples and on the block sizes (a collective called more often on one rank than on
+    another would hang), and the parent can decide claims on the rounds with :func:`labkit.claims.from_rounds`.
     """
-    from .claims import rotated
+    from .claims import _calls_per_block, rotated
 
     names = list(fns)
     for name in names:
         for _ in range(warmup):
             fns[name]()
+    if steps is None:
+        steps = {name: _calls_per_block(_slowest_per_call(fns[name], 1, ctx), block_s) for name in names}
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in rotated(names, r):
-            _sync(ctx)
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(steps[name]):
-                fns[name]()
-            _sync(ctx)
-            per_call = torch.tensor([(time.perf_counter() - start) / steps[name]], dtype=torch.float64)
-            slowest = per_call.to(ctx.device)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            samples[name].append(float(slowest.item()))
+            samples[name].append(_slowest_per_call(fns[name], steps[name], ctx))
     return samples
 
 
-def _calls_per_block(fns: dict[str, Callable], ctx: WorkerContext, block_s: float = 0.02, most: int = 100) -> dict:
-    """How many calls of each function make a timed block of about ``block_s`` seconds: a collective of a
-    millisecond timed in blocks of two calls is mostly noise. One warm call is timed on every rank and the slowest
-    rank's time decides, so every rank gets the same count (a collective called more often on one rank than on
-    another would hang). At least 2 calls, at most ``most``."""
-    calls = {}
-    for name, fn in fns.items():
-        fn()  # warm
-        _sync(ctx)
-        dist.barrier()
-        start = time.perf_counter()
+def _slowest_per_call(fn: Callable, calls: int, ctx: WorkerContext) -> float:
+    """Seconds per call of ``calls`` calls of ``fn`` started together on every rank, on the slowest rank."""
+    _sync(ctx)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(calls):
         fn()
-        _sync(ctx)
-        slowest = torch.tensor([time.perf_counter() - start], dtype=torch.float64).to(ctx.device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        calls[name] = int(min(most, max(2, np.ceil(block_s / max(float(slowest.item()), 1e-9)))))
-    return calls
+    _sync(ctx)
+    slowest = torch.tensor([(time.perf_counter() - start) / calls], dtype=torch.float64).to(ctx.device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return float(slowest.item())
 
 
 def _sync(ctx: WorkerContext) -> None:

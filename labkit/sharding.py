@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .ddp_workers import WorkerContext, _calls_per_block, _rounds, _sync
+from .ddp_workers import WorkerContext, _rounds, _sync
 
 LAYOUTS = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
 
@@ -136,8 +136,7 @@ def sharding_benchmark(
         "reduce-scatter": lambda: dist.reduce_scatter_tensor(shard, full),
     }
     fns = {**steps_fn, **collectives}
-    calls = {**dict.fromkeys(steps_fn, 2), **_calls_per_block(collectives, ctx)}  # a collective: about 20 ms a block
-    out["samples"] = _rounds(fns, ctx, calls, rounds=rounds)
+    out["samples"] = _rounds(fns, ctx, rounds=rounds)  # blocks of about 20 ms: many calls of a collective
     return out
 
 
@@ -262,7 +261,7 @@ def pipeline_benchmark(
 
     fns = {f"{name} m={m}": runner(name, m) for name in schedules for m in microbatches}
     fns["stage alone"] = stage_alone
-    samples = _rounds(fns, ctx, _calls_per_block(fns, ctx), rounds=rounds, warmup=1)  # blocks of about 20 ms
+    samples = _rounds(fns, ctx, rounds=rounds, warmup=1)  # blocks of about 20 ms
     top = max(microbatches)
     memory = {}
     for name in schedules:

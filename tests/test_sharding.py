@@ -1,9 +1,15 @@
 """labkit.sharding on real gloo processes: ZeRO/FSDP, tensor and pipeline parallelism, and what they hold and send."""
 
+import time
+
 import psutil
 import pytest
+import torch
+import torch.distributed as dist
 
 from labkit import distributed, memory, sharding
+from labkit.claims import _calls_per_block
+from labkit.ddp_workers import WorkerContext, _rounds
 
 TINY = dict(
     sharding=dict(width=64, depth=2, classes=4, global_batch=16, steps=2, rounds=3),
@@ -55,23 +61,28 @@ def test_a_pipeline_needs_two_ranks_and_a_bad_layout_is_a_clear_error():
         memory.ParallelLayout(tensor=0)
 
 
-def test_a_timed_block_holds_enough_calls_to_last_about_its_length():
-    """A collective of a millisecond timed two calls at a time is mostly noise: blocks are sized from one timed
-    call (the slowest rank's, so every rank calls a collective equally often), at least 2 calls, at most 100."""
-    import time
+def test_worker_rounds_time_blocks_long_enough_to_measure_and_report_seconds_per_call():
+    """Without given step counts, a worker times each function in blocks of about 20 ms (a collective of a
+    millisecond timed a call or two at a time is mostly noise), sized as labkit.claims sizes its own blocks."""
+    calls = {"instant": 0, "4 ms": 0, "50 ms": 0}
 
-    import torch
-    import torch.distributed as dist
+    def counted(name, seconds):
+        def fn():
+            calls[name] += 1
+            if seconds:
+                time.sleep(seconds)
 
-    from labkit.ddp_workers import WorkerContext, _calls_per_block
+        return fn
 
+    fns = {name: counted(name, s) for name, s in (("instant", 0.0), ("4 ms", 0.004), ("50 ms", 0.05))}
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         ctx = WorkerContext(rank=0, world_size=1, backend="gloo", device=torch.device("cpu"), threads=1)
-        calls = _calls_per_block(
-            {"instant": lambda: None, "4 ms": lambda: time.sleep(0.004), "50 ms": lambda: time.sleep(0.05)}, ctx
-        )
+        samples = _rounds(fns, ctx, rounds=3, warmup=1)
     finally:
         dist.destroy_process_group()
-    assert calls["instant"] == 100 and calls["50 ms"] == 2
-    assert 3 <= calls["4 ms"] <= 5  # 20 ms / 4 ms, less where the sleep overruns
+    per_block = {name: (n - 2) / 3 for name, n in calls.items()}  # less the warm-up call and the sizing call
+    assert per_block["50 ms"] == 1 and 3 <= per_block["4 ms"] <= 5  # 20 ms / 4 ms, fewer where a sleep overruns
+    assert per_block["instant"] > 100
+    assert all(0.004 <= t < 0.04 for t in samples["4 ms"]) and all(t >= 0.05 for t in samples["50 ms"])
+    assert [_calls_per_block(t, 0.02) for t in (1e-9, 0.004, 0.05)] == [10_000, 5, 1]
