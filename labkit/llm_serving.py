@@ -49,6 +49,7 @@ __all__ = [
     "RequestRecord",
     "ServingRun",
     "SpeculativeResult",
+    "early_stopping_queries",
     "expected_tokens_per_pass",
     "layer_skip_draft",
     "max_concurrent_sequences",
@@ -89,6 +90,31 @@ class DecoderSpec:
         """KV-cache bytes one token adds: a key and a value per layer and key/value head."""
         return kv_cache_bytes(self.n_layers, kv_heads or self.kv_heads, self.head_dim, 1, 1, bytes_per_value)
 
+    def matmul_parameters(self) -> int:
+        """The parameters a token multiplies by: all but the input embedding (a lookup) and the norms' gains."""
+        return self.parameters() - self.vocab * self.d_model - (2 * self.n_layers + 1) * self.d_model
+
+    def decode_flops_per_token(self, context: int) -> int:
+        """FLOPs of one decoded token attending to ``context`` cached ones: 2 per matmul weight, and per layer
+        q·kᵀ and the weighted sum of v over the cache, 2·d_model·context each (every query head reads its
+        group's keys, so grouped-query attention saves bytes, not FLOPs)."""
+        return 2 * self.matmul_parameters() + 4 * self.n_layers * self.d_model * context
+
+    def decode_intensity(self, batch: int, context: int, bytes_per_value: int = 2) -> float:
+        """FLOP per byte of a decode step at ``batch`` sequences of ``context`` tokens: the weights read once, each
+        sequence's cache read once (an engine that writes the cache in place). Taught in notebook 09."""
+        weights = bytes_per_value * self.parameters()
+        cache = self.kv_bytes_per_token(bytes_per_value) * context
+        return batch * self.decode_flops_per_token(context) / (weights + batch * cache)
+
+    def batch_to_reach(self, intensity: float, context: int, bytes_per_value: int = 2) -> float:
+        """The smallest batch whose decode step reaches ``intensity`` FLOP per byte (a GPU's ridge point), or
+        infinity when even an endless batch stays below it (the cache alone sets the limit)."""
+        weights = bytes_per_value * self.parameters()
+        cache = self.kv_bytes_per_token(bytes_per_value) * context
+        surplus = self.decode_flops_per_token(context) - intensity * cache
+        return math.inf if surplus <= 0 else math.ceil(intensity * weights / surplus)
+
 
 # Touvron et al., "Llama 2: Open Foundation and Fine-Tuned Chat Models" (2023), Table 1 (GQA for 34B and 70B), and
 # the configurations published with the weights (hidden size, layers, heads, key/value heads, MLP width, vocabulary).
@@ -119,15 +145,22 @@ class CacheFull(RuntimeError):
 class PagedKVCache:
     """Keys and values of many sequences in fixed-size blocks, each sequence's blocks listed in its block table.
 
-    Taught in notebook 09. A sequence is *admitted* with the most tokens it may reach (prompt + output limit):
-    admission promises it that many blocks, so it never runs out mid-generation (vLLM instead admits on what is
-    needed now and pre-empts a sequence when blocks run out). Blocks are *allocated* only as tokens arrive.
-    ``block_size`` equal to the context is the older scheme: one region of the maximum length per sequence.
+    Taught in notebook 09. Blocks are *allocated* only as tokens arrive; what differs is what admission promises:
+
+    - ``admission="reserve"``: a sequence is admitted with the most tokens it may reach (prompt + output limit) and
+      promised that many blocks, so it never runs out mid-generation (TensorRT-LLM's ``GUARANTEED_NO_EVICT``).
+      With ``block_size`` equal to the context this is the older scheme: one region of the whole context each;
+    - ``admission="on-demand"``: nothing is promised; a sequence is admitted when its prompt's blocks are free
+      and takes a block whenever it fills one; when none is free the engine pre-empts a sequence (vLLM: allocate
+      as tokens arrive, pre-empt by recomputation when blocks run out).
     """
 
-    def __init__(self, model: TinyGPT, num_blocks: int, block_size: int):
+    def __init__(self, model: TinyGPT, num_blocks: int, block_size: int, admission: str = "reserve"):
         if not isinstance(num_blocks, int) or num_blocks < 1 or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"num_blocks and block_size must be positive integers; got {num_blocks!r}, {block_size!r}")
+        if admission not in ("reserve", "on-demand"):
+            raise ValueError(f"admission must be 'reserve' or 'on-demand', got {admission!r}")
+        self.admission = admission
         first = model.blocks[0]
         self.n_layers, self.n_heads = len(model.blocks), first.n_heads
         self.head_dim = first.qkv.in_features // first.n_heads
@@ -153,19 +186,30 @@ class PagedKVCache:
     def blocks_for(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
-    def can_admit(self, max_tokens: int) -> bool:
-        """Whether a sequence that may grow to ``max_tokens`` tokens can be promised its blocks now."""
+    def can_admit(self, max_tokens: int, now_tokens: int | None = None, keep_free: int = 0) -> bool:
+        """Whether a sequence that may grow to ``max_tokens`` tokens can be admitted now.
+
+        Reserving: its ``max_tokens`` blocks can be promised beside every earlier promise. On demand: the blocks
+        of its first ``now_tokens`` tokens are free, beyond ``keep_free`` blocks the running sequences need.
+        """
+        if self.admission == "on-demand":
+            return self.blocks_for(max_tokens if now_tokens is None else now_tokens) <= len(self.free) - keep_free
         outstanding = sum(self.promised[s] - len(self.tables[s]) for s in self.tables)
         return self.blocks_for(max_tokens) <= len(self.free) - outstanding
 
-    def admit(self, seq: int, max_tokens: int) -> None:
+    def admit(self, seq: int, max_tokens: int, now_tokens: int | None = None, keep_free: int = 0) -> None:
         if seq in self.tables:
             raise ValueError(f"sequence {seq} is already in the cache")
         if max_tokens > self.max_len:
             raise ValueError(f"a sequence of {max_tokens} tokens exceeds the model's context of {self.max_len}")
-        if not self.can_admit(max_tokens):
-            raise CacheFull(f"no room to promise {self.blocks_for(max_tokens)} blocks to sequence {seq}")
-        self.tables[seq], self.lengths[seq], self.promised[seq] = [], 0, self.blocks_for(max_tokens)
+        if not self.can_admit(max_tokens, now_tokens, keep_free):
+            raise CacheFull(f"no room for {self.blocks_for(max_tokens)} blocks for sequence {seq}")
+        promise = self.blocks_for(max_tokens) if self.admission == "reserve" else self.blocks_for(self.max_len)
+        self.tables[seq], self.lengths[seq], self.promised[seq] = [], 0, promise
+
+    def blocks_needed(self, seqs: Sequence[int], tokens: int = 1) -> int:
+        """New blocks that appending ``tokens`` to each of ``seqs`` takes."""
+        return sum(self.blocks_for(self.lengths[s] + tokens) - len(self.tables[s]) for s in seqs)
 
     def release(self, seq: int) -> None:
         """Give a finished sequence's blocks back."""
@@ -184,10 +228,14 @@ class PagedKVCache:
         return table[positions // self.block_size] * self.block_size + positions % self.block_size
 
     def usage(self) -> dict[str, int]:
-        """Tokens held, and the bytes they need against the bytes allocated and promised to them."""
+        """Tokens held, and the bytes they need against the bytes allocated and reserved for them (promised blocks;
+        on demand, nothing beyond the allocated ones)."""
         tokens = sum(self.lengths.values())
         allocated = sum(len(t) for t in self.tables.values()) * self.block_size
-        promised = sum(self.promised.values()) * self.block_size
+        if self.admission == "reserve":
+            promised = sum(self.promised.values()) * self.block_size
+        else:
+            promised = allocated
         per = self.bytes_per_token
         return dict(sequences=len(self.tables), tokens=tokens, token_bytes=tokens * per,
                     allocated_bytes=allocated * per, promised_bytes=promised * per)  # fmt: skip
@@ -255,6 +303,7 @@ class RequestRecord(Result):
     token_times: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     error: str | None = None
+    preempted: int = 0  # times its blocks were taken back and its tokens recomputed later
 
     @property
     def ok(self) -> bool:
@@ -289,6 +338,13 @@ class ServingRun(Result):
     steps: int
     batch_sizes: list[int]
     usage: list[dict]
+    preemptions: int = 0
+    recomputed_tokens: int = 0  # tokens prefilled again after a pre-emption
+
+    @property
+    def peak_usage(self) -> dict[str, int]:
+        """The step that held the most sequences' tokens (the busiest moment of the cache)."""
+        return max(self.usage, key=lambda u: u["tokens"])
 
 
 def check_request(req: Request, max_len: int, vocab: int) -> None:
@@ -311,6 +367,11 @@ class Engine:
     free, at every step, and retires each request when it has its tokens. ``policy="static"`` admits a batch only
     when the previous batch has finished entirely (request-level batching). A request that fails
     :func:`check_request` is recorded with its error and the engine goes on serving the others.
+
+    With an ``admission="on-demand"`` cache, each step first finds the blocks the running sequences' next tokens
+    need; while they exceed the free blocks, the most recently admitted sequence is pre-empted: its blocks are
+    freed and it goes back to the front of the queue, to be prefilled again (its prompt and the tokens it has
+    already produced) when there is room, as vLLM's scheduler does by default (pre-emption by recomputation).
     """
 
     def __init__(self, model: TinyGPT, cache: PagedKVCache, policy: str = "continuous", max_batch: int = 8):
@@ -326,9 +387,10 @@ class Engine:
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
         records = {r.rid: RequestRecord(r.rid, r.arrival_s, len(r.prompt), r.max_tokens) for r in requests}
         waiting: deque[Request] = deque()
-        running: dict[int, int] = {}  # rid -> last token
+        running: dict[int, int] = {}  # rid -> last token, in the order admitted
         vocab = self.model.lm_head.out_features
-        steps, batch_sizes, usage = 0, [], []
+        steps, batch_sizes, usage, recomputed = 0, [], [], 0
+        on_demand = self.cache.admission == "on-demand"
         start = clock()
         while pending or waiting or running:
             now = clock() - start
@@ -343,17 +405,32 @@ class Engine:
                     waiting.append(req)
                 except ValueError as exc:
                     records[req.rid].error = str(exc)
+            keep = self.cache.blocks_needed(running) if on_demand else 0
+            while on_demand and keep > len(self.cache.free):  # pre-empt the newest until the others fit
+                victim = next(reversed(running))
+                running.pop(victim)
+                self.cache.release(victim)
+                records[victim].preempted += 1
+                waiting.appendleft(next(r for r in requests if r.rid == victim))
+                keep = self.cache.blocks_needed(running)
             admit = []
             if self.policy == "continuous" or not running:
-                while (waiting and len(running) + len(admit) < self.max_batch
-                       and self.cache.can_admit(len(waiting[0].prompt) + waiting[0].max_tokens)):  # fmt: skip
+                while waiting and len(running) + len(admit) < self.max_batch:
+                    req, done = waiting[0], len(records[waiting[0].rid].tokens)
+                    # on demand: the blocks of its prompt (and tokens so far) and of its first decoded token
+                    now_tokens = len(req.prompt) + done + 1
+                    if not self.cache.can_admit(len(req.prompt) + req.max_tokens, now_tokens, keep):
+                        break
+                    self.cache.admit(req.rid, len(req.prompt) + req.max_tokens, now_tokens, keep)
+                    keep += self.cache.blocks_for(now_tokens) if on_demand else 0
                     admit.append(waiting.popleft())
-                    self.cache.admit(admit[-1].rid, len(admit[-1].prompt) + admit[-1].max_tokens)
             for req in admit:  # prefill: the whole prompt in one pass gives the first token
-                prompt = torch.tensor([req.prompt], device=self.device)
+                record = records[req.rid]
+                prompt = torch.tensor([req.prompt + record.tokens], device=self.device)  # a pre-empted one's too
+                recomputed += len(record.tokens)
                 first = int(self.cache.forward(self.model, [req.rid], prompt)[0, -1].argmax())
                 sync(self.device)
-                self._emit(records[req.rid], first, clock() - start, running)
+                self._emit(record, first, clock() - start, running)
             if running:
                 rids = list(running)
                 last = torch.tensor([[running[r]] for r in rids], device=self.device)
@@ -367,7 +444,11 @@ class Engine:
                     self._emit(records[rid], token, now, running)
             elif not admit and pending:
                 time.sleep(max(0.0, pending[0].arrival_s - (clock() - start)))
-        return ServingRun(self.policy, [records[r.rid] for r in requests], clock() - start, steps, batch_sizes, usage)
+            elif not admit and waiting:
+                raise CacheFull(f"request {waiting[0].rid} can never be admitted: the cache is empty and too small")
+        preemptions = sum(r.preempted for r in records.values())
+        return ServingRun(self.policy, [records[r.rid] for r in requests], clock() - start, steps, batch_sizes, usage,
+                          preemptions, recomputed)  # fmt: skip
 
     def _emit(self, record: RequestRecord, token: int, at: float, running: dict[int, int]) -> None:
         record.tokens.append(token)
@@ -407,6 +488,39 @@ class SLO:
 
     ttft_s: float
     tpot_s: float
+
+
+def early_stopping_queries(overlatency: int, percentile: float = 0.99, confidence: float = 0.99) -> int:
+    """The fewest queries a run must have for MLPerf LoadGen's early-stopping test to pass with ``overlatency`` of
+    them over the latency bound. Taught in notebook 09.
+
+    LoadGen (``loadgen/early_stopping.cc``, used by ``results.cc`` for the Server scenario, confidence 0.99,
+    tolerance 0) asks for the least h under-latency queries such that, were the true fraction under the bound
+    only ``percentile``, seeing ``overlatency`` or fewer over it among h + ``overlatency`` queries would have a
+    probability below 1 − ``confidence``: then the percentile is met with that confidence. This replaced the
+    fixed minimum query counts of MLPerf's early rounds (270,336 for a 99th percentile) in 2023; ``mlperf.conf``
+    now sets a 600 s minimum duration for Server, and LoadGen's own minimum of 100 queries.
+    """
+    if not isinstance(overlatency, int) or overlatency < 0:
+        raise ValueError(f"overlatency must be a whole number of queries, 0 or more; got {overlatency!r}")
+    if not 0 < percentile < 1 or not 0 < confidence < 1:
+        raise ValueError(f"percentile and confidence must lie strictly between 0 and 1; got {percentile}, {confidence}")
+    t, log_p, log_q = overlatency, math.log(percentile), math.log1p(-percentile)
+
+    def tail(h: int) -> float:  # P(at most t over the bound among h + t queries), each over it with 1 - percentile
+        n = h + t
+        terms = [math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) + (n - x) * log_p + x * log_q
+                 for x in range(t + 1)]  # fmt: skip
+        top = max(terms)
+        return math.exp(top) * sum(math.exp(v - top) for v in terms)
+
+    lo, hi = 1, 1
+    while tail(hi) >= 1 - confidence:  # the tail shrinks as h grows: bracket, then bisect
+        lo, hi = hi + 1, 2 * hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tail(mid) < 1 - confidence else (mid + 1, hi)
+    return lo + t
 
 
 def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (50, 90, 99)) -> dict:

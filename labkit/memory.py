@@ -34,7 +34,7 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     state_bytes,
 )
 from .result import Result
-from .specs import GPU_MEMORY_GB  # noqa: F401 (re-exported: notebooks 04 and 13 list memory.GPU_MEMORY_GB)
+from .specs import GPU_MEMORY_GIB  # noqa: F401 (re-exported: notebooks 04 and 13 list memory.GPU_MEMORY_GIB)
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
 

@@ -167,11 +167,14 @@ def estimate_transformer_training(
     return dict(**state, activations=activations, total=sum(state.values()) + activations)
 
 
-def fits_on(total_bytes: int, gpu_gb: float, usable_fraction: float = USABLE_FRACTION) -> bool:
-    """Whether ``total_bytes`` fit in a GPU of ``gpu_gb`` vendor gigabytes, keeping headroom. Taught in notebook 04."""
-    if gpu_gb <= 0:
-        raise ValueError(f"gpu_gb must be positive, got {gpu_gb}")
-    return total_bytes <= usable_fraction * gpu_gb * 1e9
+def fits_on(total_bytes: int, gpu_gib: float, usable_fraction: float = USABLE_FRACTION) -> bool:
+    """Whether ``total_bytes`` fit in a GPU of ``gpu_gib`` GiB (2**30 bytes), keeping headroom. Taught in notebook 04.
+
+    GPU memory is binary: an "80 GB" H100 holds 80 GiB (:data:`labkit.specs.GPU_MEMORY_GIB` says why).
+    """
+    if gpu_gib <= 0:
+        raise ValueError(f"gpu_gib must be positive, got {gpu_gib}")
+    return total_bytes <= usable_fraction * gpu_gib * 2**30
 
 
 def kv_cache_bytes(

@@ -17,15 +17,25 @@ DATASHEETS: dict[str, dict[str, float]] = {
     "A100-SXM4-80GB": {"bf16_tflops": 312.0, "tf32_tflops": 156.0, "fp32_tflops": 19.5, "bandwidth_gbs": 2039.0},
 }
 
-# Vendors' memory sizes (1 GB = 10⁹ bytes) of common GPUs, for the "will it fit?" calculator.
-GPU_MEMORY_GB = {
-    "24 GB (RTX 4090, L4)": 24,
-    "48 GB (L40S, RTX 6000 Ada)": 48,
-    "80 GB (A100 80GB, H100)": 80,
-    "94 GB (H100 NVL)": 94,
-    "96 GB (GH200)": 96,
-    "141 GB (H200)": 141,
+# GPU memory in GiB (2**30 bytes). The "GB" of HBM parts are binary: an "80 GB" H100 has 80 GiB of HBM3 and a
+# "141 GB" H200 141 GiB of HBM3e, and the driver keeps part of it, so a device reports a little less (the NVIDIA
+# H200 this project recorded reports 139.8 GiB, 150.1e9 bytes: results/reference/nvidia-h200). Reading "141 GB" as
+# 141e9 bytes would lose 9 GB. Where a device's reported figure is recorded it is used; otherwise the datasheet
+# figure is read as GiB, an upper bound. Sources: the vendors' datasheets (NVIDIA A100, H100, H100 NVL, GH200,
+# H200, HGX B200 (1,440 GB for 8 GPUs) and HGX B300 (2.3 TB for 8); AMD Instinct MI300X and MI325X).
+GPU_MEMORY_GIB: dict[str, float] = {
+    "24 GiB (RTX 4090, L4)": 24,
+    "48 GiB (L40S, RTX 6000 Ada)": 48,
+    "80 GiB (A100 80GB, H100)": 80,
+    "94 GiB (H100 NVL)": 94,
+    "96 GiB (GH200)": 96,
+    "139.8 GiB (H200, as reported)": 139.8,
+    "180 GiB (B200 in an HGX B200)": 180,
+    "192 GiB (MI300X)": 192,
+    "256 GiB (MI325X)": 256,
+    "288 GiB (B300 in an HGX B300)": 288,
 }
+H200_REPORTED_GIB = 139.8  # total_memory of the recorded NVIDIA H200 (card in results/reference/nvidia-h200)
 
 # Vendors' per-direction figures; the latencies are typical orders of magnitude, not datasheet values.
 LINK_SPECS: dict[str, tuple[float, float, str]] = {  # name: (bytes/s per direction, latency s, source)

@@ -159,12 +159,14 @@ def test_transformer_estimate_and_fit_check():
         1000, "mixed adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10
     )
     assert mixed["activations"] == est["activations"] // 2
-    assert memory.fits_on(int(0.9 * 24e9), 24) and not memory.fits_on(int(0.9 * 24e9) + 1, 24)
+    # GiB, not 10⁹ bytes: 90% of 24 GiB is 23,192,823,398 bytes (24e9 would say 21.6e9)
+    assert memory.fits_on(int(0.9 * 24 * 2**30), 24) and not memory.fits_on(int(0.9 * 24 * 2**30) + 1, 24)
+    assert memory.fits_on(22_000_000_000, 24)
     with pytest.raises(ValueError, match="sizes must be positive integers"):
         memory.estimate_transformer_training(-5)
     with pytest.raises(ValueError, match="unknown recipe 'fp8 adam'"):
         memory.estimate_transformer_training(1000, "fp8 adam")
-    with pytest.raises(ValueError, match="gpu_gb must be positive"):
+    with pytest.raises(ValueError, match="gpu_gib must be positive"):
         memory.fits_on(1, 0)
 
 
