@@ -19,6 +19,7 @@ from .errors import DoesNotFitError, LabError, MeasurementError
 from .exercises import PredictionCheck, check, check_prediction
 from .flops import (
     arithmetic_intensity,
+    attention_training_flops_per_token,
     count_flops,
     count_memory_traffic,
     flops_by_operator,
@@ -78,6 +79,7 @@ __all__ = [
     "check_prediction",
     "PredictionCheck",
     "choose_device",
+    "attention_training_flops_per_token",
     "count_flops",
     "count_memory_traffic",
     "count_parameters",

@@ -125,6 +125,22 @@ def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> int:
     return 2 * batch * m * n * k
 
 
+def attention_training_flops_per_token(n_layers: int, context: int, d_model: int) -> int:
+    """Attention's training FLOPs per token, as PyTorch's FLOP counter counts a fused attention kernel: 14 ·
+    n_layers · context · d_model. Taught in notebook 01.
+
+    Per layer and token, forward: q·kᵀ and the weighted sum of v, 2 · context · d_model FLOPs each (over the whole
+    square: the count ignores a causal mask); backward: five such products, because the fused kernel recomputes
+    q·kᵀ instead of storing it (``sdpa_backward_flop_count``). That is 7 products, 14 · context · d_model. Kaplan et
+    al. (2020, Table 1) write 2 · n_layers · n_ctx · d_attn for the forward ("Attention: Mask", with no derivation),
+    6 · n_layers · n_ctx · d_attn in training; the full-square count without recomputation would be 12.
+    """
+    for name, value in dict(n_layers=n_layers, context=context, d_model=d_model).items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return (2 + 5) * 2 * n_layers * context * d_model
+
+
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     """FLOPs per byte moved to or from memory: the x-axis of the roofline (notebook 00)."""
     if bytes_moved <= 0:

@@ -74,13 +74,18 @@ class ParallelLayout(Result):
       pipeline stages);
     - ``zero`` shards what is left across the ``data`` replicas: 0 keeps a full copy on each (DDP), 1 shards the
       optimizer state, 2 also the gradients, 3 also the parameters (PyTorch's FSDP ``FULL_SHARD`` is stage 3,
-      ``SHARD_GRAD_OP`` stage 2).
+      ``SHARD_GRAD_OP`` stage 2's traffic, though it also shards the parameters between steps);
+    - ``sequence_parallel`` (with ``tensor`` > 1): whether the activations outside the tensor-parallel matmuls are
+      sharded too (:func:`estimate_transformer_training` says what it changes).
     """
 
     data: int = 1
     tensor: int = 1
     pipeline: int = 1
     zero: int = 0
+    sequence_parallel: bool = (
+        True  # with tensor > 1: shard the layer norms' activations too (Megatron's --sequence-parallel)
+    )
 
     def __post_init__(self):
         for name in ("data", "tensor", "pipeline"):
@@ -95,9 +100,8 @@ class ParallelLayout(Result):
         return self.data * self.tensor * self.pipeline
 
     def __str__(self) -> str:
-        return (
-            f"{self.gpus} GPUs: data {self.data} (ZeRO-{self.zero}) x tensor {self.tensor} x pipeline {self.pipeline}"
-        )
+        sp = "" if self.tensor == 1 or self.sequence_parallel else " (no sequence parallelism)"
+        return f"{self.gpus} GPUs: data {self.data} (ZeRO-{self.zero}) x tensor {self.tensor}{sp} x pipeline {self.pipeline}"
 
 
 def sharded_state_bytes(n_params: int, recipe: str, layout: ParallelLayout) -> dict[str, float]:
@@ -117,6 +121,12 @@ def sharded_state_bytes(n_params: int, recipe: str, layout: ParallelLayout) -> d
         for kind, stage in shard.items()
     }
 
+
+# Activations per token and layer that tensor parallelism alone leaves whole on every rank: the inputs of the two
+# layer norms and of the two column-parallel blocks (q/k/v and the MLP's first layer), which every rank needs in
+# full. Korthikanti et al., 2022 (arXiv:2205.05198), eq. 2: 10 of a layer's 34·s·b·h bytes stay unsplit without
+# sequence parallelism; 4 of those are dropout masks (1 byte a value), which labkit's TinyGPT does not have.
+TP_REPLICATED_VALUES = 4.0
 
 USABLE_FRACTION = 0.9  # the rest goes to the CUDA context, the allocator's cache and fragmentation
 
@@ -144,9 +154,10 @@ def estimate_transformer_training(
     - ``activation_bytes``: bytes per activation value; by default 4, or 2 for a recipe whose
       name starts with "mixed", "bf16" or "fp16";
     - ``layout`` (:class:`ParallelLayout`): the state is :func:`sharded_state_bytes`; ``batch`` is then each data
-      replica's micro-batch, and its activations are divided by the tensor degree (Megatron-LM with sequence
-      parallelism shards them all: Korthikanti et al., 2022, arXiv:2205.05198, section 4) but not by the pipeline
-      degree: under the 1F1B schedule the first stage keeps ``pipeline`` micro-batches in flight, each through
+      replica's micro-batch, and its activations are divided by the tensor degree when the layout uses sequence
+      parallelism (Megatron-LM then shards them all: Korthikanti et al., 2022, arXiv:2205.05198, section 4.2.2);
+      without it :data:`TP_REPLICATED_VALUES` of them per token and layer stay whole on every rank. They are not
+      divided by the pipeline degree: under the 1F1B schedule the first stage keeps ``pipeline`` micro-batches in flight, each through
       1/``pipeline`` of the layers, which is one micro-batch through all of them (the same paper, section 4.2.3).
     """
     sizes = dict(n_params=n_params, batch=batch, seq_len=seq_len, d_model=d_model, n_layers=n_layers, vocab=vocab)
@@ -162,8 +173,13 @@ def estimate_transformer_training(
     if activation_bytes is None:
         activation_bytes = 2 if recipe.strip().lower().split()[0] in ("mixed", "bf16", "fp16") else 4
     tokens = batch * seq_len
-    activations = tokens * (saved_per_token_layer * d_model * n_layers + 2 * vocab) * activation_bytes
-    activations = int(activations / (layout.tensor if layout is not None else 1))
+    t = layout.tensor if layout is not None else 1
+    per_layer = saved_per_token_layer / t  # values per token and layer on each rank
+    if t > 1 and not layout.sequence_parallel:
+        replicated = min(TP_REPLICATED_VALUES, saved_per_token_layer)
+        per_layer = replicated + (saved_per_token_layer - replicated) / t
+    # the logits are split by a vocabulary-parallel output layer either way
+    activations = int(tokens * (per_layer * d_model * n_layers + 2 * vocab / t) * activation_bytes)
     return dict(**state, activations=activations, total=sum(state.values()) + activations)
 
 

@@ -3,10 +3,10 @@ state, tensor parallelism splits each layer, pipeline parallelism splits the sta
 
 The functions here are workers: each takes a :class:`~labkit.ddp_workers.WorkerContext` and runs on every rank
 under :func:`labkit.distributed.launch` (gloo on CPU processes, NCCL on GPUs). They use PyTorch's own
-implementations: ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1), FSDP2's ``fully_shard`` (ZeRO-2
-and ZeRO-3), ``torch.distributed.tensor.parallel`` (Megatron-style tensor parallelism) and
+implementations: ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1's optimizer sharding under DDP), FSDP2's
+``fully_shard`` (without and with resharding after the forward pass; the second is ZeRO-3), ``torch.distributed.tensor.parallel`` (Megatron-style tensor parallelism) and
 ``torch.distributed.pipelining`` (GPipe and 1F1B schedules). Collectives are counted with DTensor's
-``CommDebugMode``, memory by category with :func:`labkit.peak_memory`, and times are interleaved rounds that the
+``CommDebugMode`` (and their buffers' bytes, :func:`_comm_mode`), memory by category with :func:`labkit.peak_memory`, and times are interleaved rounds that the
 notebook decides claims on (:func:`labkit.claims.from_rounds`).
 """
 
@@ -21,7 +21,10 @@ import torch.nn.functional as F
 
 from .ddp_workers import WorkerContext, _rounds, _sync
 
-LAYOUTS = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3")
+# "FSDP no-reshard" is FSDP2 with reshard_after_forward=False: ZeRO-2's traffic (one all-gather, one reduce-scatter),
+# but weights sharded between steps like ZeRO-3, whole only from each layer's forward to its backward. It is not the
+# ZeRO paper's stage 2, which keeps the weights whole on every rank (labkit.memory.sharded_state_bytes, zero=2).
+LAYOUTS = ("DDP", "ZeRO-1", "FSDP no-reshard", "ZeRO-3")
 
 
 def sharding_mlp(width: int, depth: int, classes: int) -> nn.Sequential:
@@ -32,18 +35,70 @@ def sharding_mlp(width: int, depth: int, classes: int) -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(width, classes))
 
 
+_SHORT = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+}
+
+
+def _short(op) -> str:
+    """A collective's short name (``all_reduce``, ``all_gather``, ``reduce_scatter``, ``broadcast``)."""
+    text = str(op).lower().replace("_base", "").replace("_", "")  # c10d._allgather_base_, c10d_functional.all_reduce
+    return next((short for long, short in _SHORT.items() if long in text), str(op))
+
+
 def _counts(mode) -> dict[str, int]:
-    """Collectives counted by CommDebugMode, by short name (``all_reduce``, ``all_gather``, ``reduce_scatter``)."""
-    names = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-             "broadcast": "broadcast"}  # fmt: skip
+    """Collectives counted by CommDebugMode, by short name."""
     out: dict[str, int] = {}
     for op, n in mode.get_comm_counts().items():
-        text = (
-            str(op).lower().replace("_base", "").replace("_", "")
-        )  # c10d._allgather_base_, c10d_functional.all_reduce
-        key = next((short for long, short in names.items() if long in text), str(op))
-        out[key] = out.get(key, 0) + int(n)
+        out[_short(op)] = out.get(_short(op), 0) + int(n)
     return out
+
+
+def _comm_mode():
+    """DTensor's ``CommDebugMode``, which counts collectives, also adding up each collective's buffer in bytes
+    (``.buffer_bytes`` by short name): the largest tensor it is given, which is the whole buffer for an all-reduce
+    and a broadcast, the gathered output of an all-gather and the input of a reduce-scatter. Taught in notebook 07,
+    which turns buffers into bytes sent per rank with the ring model. Hand-rolled on top of ``CommDebugMode``
+    because it counts calls, not bytes."""
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.utils._pytree import tree_leaves
+
+    class CommBytes(CommDebugMode):
+        def __init__(self):
+            super().__init__()
+            self.buffer_bytes: dict[str, int] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            before = sum(self.comm_counts.values())
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if out is not NotImplemented and sum(self.comm_counts.values()) > before:
+                sizes = [
+                    t.numel() * t.element_size() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+                ]
+                self.buffer_bytes[_short(func)] = self.buffer_bytes.get(_short(func), 0) + max(sizes, default=0)
+            return out
+
+    return CommBytes()
+
+
+# Bytes each rank sends (and receives) per byte of a collective's buffer on N ranks, in the ring algorithms: an
+# all-reduce is a reduce-scatter then an all-gather, each (N-1)/N; a broadcast's receivers each take the buffer
+# once, (N-1)/N of it per rank on average (Thakur et al., 2005; NCCL's "bus bandwidth" factors).
+RING_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+               "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: (n - 1) / n}  # fmt: skip
+
+
+def bytes_on_the_wire(buffer_bytes: dict[str, float], world: int) -> float:
+    """Bytes per rank that collectives with these buffers move (:data:`RING_FACTOR`). Taught in notebook 07."""
+    unknown = set(buffer_bytes) - set(RING_FACTOR)
+    if unknown or world < 2:
+        raise ValueError(
+            f"collectives must be among {sorted(RING_FACTOR)} on at least 2 ranks; got {sorted(unknown)}, {world}"
+        )
+    return sum(RING_FACTOR[op](world) * b for op, b in buffer_bytes.items())
 
 
 def _layout(kind: str, model: nn.Module, ctx: WorkerContext, lr: float):
@@ -67,7 +122,7 @@ def _layout(kind: str, model: nn.Module, ctx: WorkerContext, lr: float):
     for layer in model:  # one FSDP unit per linear layer, then the root (as FSDP2's examples do per block)
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh, reshard_after_forward=kind == "ZeRO-3")
-    fully_shard(model, mesh=mesh, reshard_after_forward=kind == "ZeRO-3")
+    fully_shard(model, mesh=mesh, reshard_after_forward=kind == "ZeRO-3")  # "FSDP no-reshard" keeps them gathered
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     return model, opt, opt
 
@@ -82,18 +137,18 @@ def sharding_benchmark(
     rounds: int = 5,
     lr: float = 1e-3,
 ) -> dict:
-    """Train the same model for ``steps`` steps in each layout (DDP, ZeRO-1, ZeRO-2, ZeRO-3) on the same data, and
-    report per rank: the losses, the state held between steps by category and the peak of a step (both from
-    :func:`labkit.peak_memory`), the collectives of one step (counted), and each layout's step time in interleaved
-    rounds, together with the three collectives on a buffer the size of the model. Taught in notebook 07.
+    """Train the same model for ``steps`` steps in each layout (:data:`LAYOUTS`) on the same data, and report per
+    rank: the losses, the state held between steps by category and the peak of a step (both from
+    :func:`labkit.peak_memory`), the collectives of one step (counted, with their buffers' bytes:
+    :func:`_comm_mode`), and each layout's step time in interleaved rounds, together with the three collectives on
+    a buffer the size of the model. Taught in notebook 07.
 
-    ZeRO-1 is ``ZeroRedundancyOptimizer`` under DDP (the optimizer state sharded); ZeRO-2 and ZeRO-3 are FSDP2's
+    ZeRO-1 is ``ZeroRedundancyOptimizer`` under DDP: the optimizer state sharded, the gradients all-reduced whole
+    by DDP, then each owner broadcasts the parameters it updated. "FSDP no-reshard" and ZeRO-3 are FSDP2's
     ``fully_shard`` with ``reshard_after_forward`` off and on: both keep parameters, gradients and optimizer
-    state sharded between steps; ZeRO-2 gathers each layer's parameters once per step and keeps them through the
-    backward pass, ZeRO-3 frees them after the forward and gathers them again for the backward.
+    state sharded between steps; without resharding each layer's parameters are gathered once per step and kept
+    through the backward pass, ZeRO-3 frees them after the forward and gathers them again for the backward.
     """
-    from torch.distributed.tensor.debug import CommDebugMode
-
     from .memory import peak_memory
 
     g = torch.Generator().manual_seed(1)
@@ -118,9 +173,10 @@ def sharding_benchmark(
             dist.all_reduce(loss)  # every rank's half of the batch: the mean loss of the whole batch
             losses.append(float(loss) / ctx.world_size)
         record = peak_memory(step, track=(model, holder), device=ctx.device, label=kind)
-        with CommDebugMode() as mode:
+        with _comm_mode() as mode:
             step()
         out["layouts"][kind] = dict(
+            collective_bytes=dict(mode.buffer_bytes),
             losses=losses,
             resident=dict(record.resident_by_category),
             peak=dict(record.by_category),

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+import labkit
 from labkit import flops, models
 
 
@@ -99,3 +100,16 @@ def test_multihead_attention_fast_path_counts_like_the_slow_path():
     vit = models.torchvision_model("vit_b_16").eval()
     with torch.no_grad():
         assert round(flops.count_flops(vit, torch.randn(1, 3, 224, 224)) / 2e9, 1) == 17.6  # DeiT/ViT-B: "17.6 GFLOPs"
+
+
+def test_attention_training_flops_per_token_is_what_the_counter_counts():
+    gpt = models.TinyGPT(vocab=64, max_len=32, d_model=32, n_layers=2, n_heads=4)
+    idx = torch.randint(0, 64, (2, 32))
+    per_token = flops.count_flops(
+        lambda: torch.nn.functional.cross_entropy(gpt(idx).flatten(0, 1), idx.flatten()).backward()
+    )
+    n_matmul = sum(m.weight.numel() for m in gpt.modules() if isinstance(m, torch.nn.Linear))
+    assert per_token == idx.numel() * (6 * n_matmul + labkit.attention_training_flops_per_token(2, 32, 32))
+    assert labkit.attention_training_flops_per_token(2, 32, 32) == 14 * 2 * 32 * 32
+    with pytest.raises(ValueError, match="context must be a positive integer"):
+        labkit.attention_training_flops_per_token(2, 0, 32)

@@ -295,3 +295,11 @@ def test_a_layout_divides_activations_by_the_tensor_degree_only():
     assert split["activations"] == whole["activations"] // 4  # 1F1B keeps a micro-batch's worth per stage
     assert split["parameters"] == 14_000_000_000 // 16 and split["optimizer"] == 84_000_000_000 // 16
     assert split["total"] == sum(split[k] for k in ("parameters", "gradients", "optimizer", "activations"))
+    # without sequence parallelism, 4 values per token and layer stay whole on each of the 4 tensor ranks
+    no_sp = memory.estimate_transformer_training(
+        7_000_000_000, "mixed adam", **sizes,
+        layout=memory.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3, sequence_parallel=False),
+    )  # fmt: skip
+    assert no_sp["activations"] == 4096 * ((4 + 14 / 4) * 4096 * 32 + 2 * 32000 / 4) * 2
+    assert no_sp["activations"] > 1.6 * split["activations"]  # 7.5 of 18 values, not 4.5
+    assert "no sequence parallelism" in str(memory.ParallelLayout(tensor=2, sequence_parallel=False))

@@ -31,11 +31,17 @@ def test_the_tour_shards_exactly_computes_the_same_and_leaves_nothing_behind():
         lay = rank["sharding"]["layouts"]
         assert {k: v["losses"] for k, v in lay.items()} == {k: lay["DDP"]["losses"] for k in sharding.LAYOUTS}
         assert lay["DDP"]["resident"]["parameters"] == 4 * P and lay["DDP"]["resident"]["other"] == 4 * P  # buckets
-        for kind in ("ZeRO-2", "ZeRO-3"):
+        for kind in ("FSDP no-reshard", "ZeRO-3"):
             assert lay[kind]["resident"]["parameters"] == 4 * P / 2
             assert abs(lay[kind]["resident"]["optimizer"] - 8 * P / 2) <= 4 * 6  # Adam's 4-byte step counters
         assert lay["ZeRO-3"]["collectives"] == {"all_gather": 2 * 3, "reduce_scatter": 3}  # 3 linear layers
         assert lay["DDP"]["collectives"] == {"all_reduce": 1}
+        # buffers, counted: ZeroRedundancyOptimizer all-reduces every gradient (DDP) and then broadcasts every
+        # parameter from its owner; FSDP gathers the weights once (no reshard) or twice (ZeRO-3)
+        assert lay["DDP"]["collective_bytes"] == {"all_reduce": 4 * P}
+        assert lay["ZeRO-1"]["collective_bytes"] == {"all_reduce": 4 * P, "broadcast": 4 * P}
+        assert lay["FSDP no-reshard"]["collective_bytes"] == {"all_gather": 4 * P, "reduce_scatter": 4 * P}
+        assert lay["ZeRO-3"]["collective_bytes"] == {"all_gather": 8 * P, "reduce_scatter": 4 * P}
         tp = rank["tensor"]
         assert tp["MLP"]["local_params"] == (32 * 128 + 128) // 2 + 128 * 32 // 2 + 32
         assert max(tp[b]["max_error"] for b in tp) < 1e-5 and tp["attention"]["backward"] == {"all_reduce": 3}
@@ -86,3 +92,14 @@ def test_worker_rounds_time_blocks_long_enough_to_measure_and_report_seconds_per
     assert per_block["instant"] > 100
     assert all(0.004 <= t < 0.04 for t in samples["4 ms"]) and all(t >= 0.05 for t in samples["50 ms"])
     assert [_calls_per_block(t, 0.02) for t in (1e-9, 0.004, 0.05)] == [10_000, 5, 1]
+
+
+def test_bytes_on_the_wire_follow_the_ring_model():
+    assert sharding.bytes_on_the_wire({"all_reduce": 800}, 4) == 2 * 3 / 4 * 800
+    # ZeRO-1 as ZeroRedundancyOptimizer runs it: 3 (N-1)/N x the buffer, like ZeRO-3, not DDP's 2
+    assert sharding.bytes_on_the_wire({"all_reduce": 800, "broadcast": 800}, 4) == 3 * 3 / 4 * 800
+    assert sharding.bytes_on_the_wire({"all_gather": 1600, "reduce_scatter": 800}, 8) == 3 * 7 / 8 * 800
+    with pytest.raises(ValueError, match="collectives must be among"):
+        sharding.bytes_on_the_wire({"all_to_all": 1}, 2)
+    with pytest.raises(ValueError, match="on at least 2 ranks"):
+        sharding.bytes_on_the_wire({"all_reduce": 1}, 1)
