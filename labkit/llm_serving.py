@@ -100,18 +100,20 @@ class DecoderSpec:
         group's keys, so grouped-query attention saves bytes, not FLOPs)."""
         return 2 * self.matmul_parameters() + 4 * self.n_layers * self.d_model * context
 
+    def _step_bytes(self, context: int, bytes_per_value: int) -> tuple[int, int]:
+        """A decode step's bytes: the weights, read once, and one sequence's cache of ``context`` tokens."""
+        return bytes_per_value * self.parameters(), self.kv_bytes_per_token(bytes_per_value) * context
+
     def decode_intensity(self, batch: int, context: int, bytes_per_value: int = 2) -> float:
         """FLOP per byte of a decode step at ``batch`` sequences of ``context`` tokens: the weights read once, each
         sequence's cache read once (an engine that writes the cache in place). Taught in notebook 09."""
-        weights = bytes_per_value * self.parameters()
-        cache = self.kv_bytes_per_token(bytes_per_value) * context
+        weights, cache = self._step_bytes(context, bytes_per_value)
         return batch * self.decode_flops_per_token(context) / (weights + batch * cache)
 
     def batch_to_reach(self, intensity: float, context: int, bytes_per_value: int = 2) -> float:
         """The smallest batch whose decode step reaches ``intensity`` FLOP per byte (a GPU's ridge point), or
         infinity when even an endless batch stays below it (the cache alone sets the limit)."""
-        weights = bytes_per_value * self.parameters()
-        cache = self.kv_bytes_per_token(bytes_per_value) * context
+        weights, cache = self._step_bytes(context, bytes_per_value)
         surplus = self.decode_flops_per_token(context) - intensity * cache
         return math.inf if surplus <= 0 else math.ceil(intensity * weights / surplus)
 
@@ -384,6 +386,7 @@ class Engine:
 
     def serve(self, requests: Sequence[Request], clock: Callable[[], float] = time.perf_counter) -> ServingRun:
         """Serve ``requests`` as they arrive (each at its ``arrival_s`` after the start); return every record."""
+        by_id = {r.rid: r for r in requests}
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
         records = {r.rid: RequestRecord(r.rid, r.arrival_s, len(r.prompt), r.max_tokens) for r in requests}
         waiting: deque[Request] = deque()
@@ -411,7 +414,7 @@ class Engine:
                 running.pop(victim)
                 self.cache.release(victim)
                 records[victim].preempted += 1
-                waiting.appendleft(next(r for r in requests if r.rid == victim))
+                waiting.appendleft(by_id[victim])
                 keep = self.cache.blocks_needed(running)
             admit = []
             if self.policy == "continuous" or not running:

@@ -76,16 +76,15 @@ class ParallelLayout(Result):
       optimizer state, 2 also the gradients, 3 also the parameters (PyTorch's FSDP ``FULL_SHARD`` is stage 3,
       ``SHARD_GRAD_OP`` stage 2's traffic, though it also shards the parameters between steps);
     - ``sequence_parallel`` (with ``tensor`` > 1): whether the activations outside the tensor-parallel matmuls are
-      sharded too (:func:`estimate_transformer_training` says what it changes).
+      sharded too (Megatron-LM's ``--sequence-parallel``; :func:`estimate_transformer_training` says what it
+      changes).
     """
 
     data: int = 1
     tensor: int = 1
     pipeline: int = 1
     zero: int = 0
-    sequence_parallel: bool = (
-        True  # with tensor > 1: shard the layer norms' activations too (Megatron's --sequence-parallel)
-    )
+    sequence_parallel: bool = True
 
     def __post_init__(self):
         for name in ("data", "tensor", "pipeline"):
@@ -157,8 +156,8 @@ def estimate_transformer_training(
       replica's micro-batch, and its activations are divided by the tensor degree when the layout uses sequence
       parallelism (Megatron-LM then shards them all: Korthikanti et al., 2022, arXiv:2205.05198, section 4.2.2);
       without it :data:`TP_REPLICATED_VALUES` of them per token and layer stay whole on every rank. They are not
-      divided by the pipeline degree: under the 1F1B schedule the first stage keeps ``pipeline`` micro-batches in flight, each through
-      1/``pipeline`` of the layers, which is one micro-batch through all of them (the same paper, section 4.2.3).
+      divided by the pipeline degree: under the 1F1B schedule the first stage keeps ``pipeline`` micro-batches in
+      flight, each through 1/``pipeline`` of the layers, which is one micro-batch through all of them (the same paper, section 4.2.3).
     """
     sizes = dict(n_params=n_params, batch=batch, seq_len=seq_len, d_model=d_model, n_layers=n_layers, vocab=vocab)
     bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
