@@ -9,7 +9,7 @@ PROFILE ?= quick
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test unit processes notebooks browser lint report doctor clean
+.PHONY: lab test unit processes notebooks nb browser lint docs report doctor clean
 
 # Create the virtual environment on first use, and again whenever the pins change.
 $(STAMP): pyproject.toml constraints.txt
@@ -18,12 +18,12 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb \
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --LabApp.default_url=/lab/tree/notebooks/start_here.ipynb \
 		$(ROOT_ARG) $(LAB_ARGS)
 
 # The whole suite: lint, unit tests, tests that start processes, every notebook (nbval; papermill injects the quick
 # parameters and its exercises are solved after it),
-# then notebook 00 in JupyterLab in a real Chromium (skipped where Chromium is missing, unless
+# then notebook `start_here` in JupyterLab in a real Chromium (skipped where Chromium is missing, unless
 # LABKIT_REQUIRE_BROWSER=1). No retries: timing claims are decided statistically (labkit.claims) and
 # LABKIT_CLAIMS=strict fails a notebook only on a contradicted claim.
 test: $(STAMP) lint unit processes notebooks browser
@@ -44,12 +44,25 @@ processes: $(STAMP)
 # ones; tests/test_notebooks.py then reads what each run recorded. LABKIT_AUDIT_PLOTS=1: every plt.show() fails on an
 # axis without a unit or a colour outside the palette.
 UNDER_TEST := build/under-test
+SLUGS = $(shell $(BIN)/python -c "from labkit import manifest; print(*manifest.slugs())")
+NBVAL = LABKIT_HEADLESS=1 LABKIT_AUDIT_PLOTS=1 LABKIT_CLAIMS=strict LABKIT_RESULTS_DIR=$(CURDIR)/$(UNDER_TEST)/results \
+	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=300
 notebooks: $(STAMP)
 	rm -rf $(UNDER_TEST)
 	$(BIN)/python tests/prepare_notebooks.py $(UNDER_TEST)
-	LABKIT_HEADLESS=1 LABKIT_AUDIT_PLOTS=1 LABKIT_CLAIMS=strict LABKIT_RESULTS_DIR=$(CURDIR)/$(UNDER_TEST)/results \
-		$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=300 $(UNDER_TEST)/[0-9][0-9]_*.ipynb \
-		tests/test_notebooks.py
+	$(NBVAL) $(foreach s,$(SLUGS),$(UNDER_TEST)/$(s).ipynb) tests/test_notebooks.py
+
+# One notebook as `make notebooks` runs it, e.g. `make nb NB=batch_size`: prepared, run under nbval, its record checked.
+nb: $(STAMP)
+	@case " $(SLUGS) " in *" $(NB) "*) ;; *) echo "make nb NB=<notebook>, one of: $(SLUGS)"; exit 2;; esac
+	rm -rf $(UNDER_TEST)
+	$(BIN)/python tests/prepare_notebooks.py $(UNDER_TEST) notebooks/$(NB).ipynb
+	$(NBVAL) $(UNDER_TEST)/$(NB).ipynb "tests/test_notebooks.py::test_notebook_ran_to_its_end_with_the_quick_parameters[$(NB)]" \
+		tests/test_notebooks.py::test_the_run_was_quiet_enough_to_decide_the_timing_claims
+
+# The README's map and the instructor guide's tables, written from labkit/manifest.py (a test checks they are current).
+docs: $(STAMP)
+	$(BIN)/python tools/render_docs.py
 
 browser: $(STAMP)
 	$(BIN)/python -m pytest tests -m browser

@@ -3,7 +3,7 @@
 Most modules' docstrings name the notebooks that use them. The most used helpers are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
 Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
-call, ``lab = labkit.start("05_batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
+call, ``lab = labkit.start("batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
 """
 
 from . import claims, errors

@@ -1,7 +1,7 @@
 """The answer key of every checked exercise, computed from the question's own numbers (the back of the book).
 
 Each notebook's checker cell names its exercise and passes what the answer depends on from the notebook
-(``labkit.check("01.3", answer_3, step_s=step_s, batch=B)``); the expected value is computed here, so it is not
+(``labkit.check("inference_vs_training.3", answer_3, step_s=step_s, batch=B)``); the expected value is computed here, so it is not
 printed in the cell beneath the question. ``make test`` runs every notebook with each exercise's
 folded solution filled in after it (``tests/prepare_notebooks.py``), and checks that the solution is judged right
 and that an obviously wrong answer is judged wrong.
@@ -104,73 +104,91 @@ def _capstone(card) -> float:
 
 
 KEY: dict[str, Answer] = {
-    "00.1": Answer(lambda: _count_bmm(), "each of the 8 products is 2·M·N·K"),
-    "00.2": Answer(lambda: _intensity(1, 3 * 4), "one FLOP per element; each element moves 3 floats of 4 bytes"),
-    "00.3": Answer(
+    "start_here.1": Answer(lambda: _count_bmm(), "each of the 8 products is 2·M·N·K"),
+    "start_here.2": Answer(
+        lambda: _intensity(1, 3 * 4), "one FLOP per element; each element moves 3 floats of 4 bytes"
+    ),
+    "start_here.3": Answer(
         lambda roof: roof.bound(_intensity(2 * 4096 * 4096, 4 * (4096 * 4096 + 2 * 4096))),
         "compare its intensity with the ridge point",
         ("roof",),
     ),  # fmt: skip
-    "01.1": Answer(lambda: _count_mlp_step(), "3 x forward, minus the first layer's input gradient"),
-    "01.2": Answer(lambda: _state_gb(7e9, "fp32 adam", 2**30), "16 bytes per parameter, in GiB (2**30 bytes)"),
-    "01.3": Answer(
+    "inference_vs_training.1": Answer(lambda: _count_mlp_step(), "3 x forward, minus the first layer's input gradient"),
+    "inference_vs_training.2": Answer(
+        lambda: _state_gb(7e9, "fp32 adam", 2**30), "16 bytes per parameter, in GiB (2**30 bytes)"
+    ),
+    "inference_vs_training.3": Answer(
         lambda step_s, batch: 10 * (1_000_000 // batch) * step_s / 3600,
         "epochs x steps per epoch x step time",
         ("step_s", "batch"),
     ),  # fmt: skip
-    "02.1": Answer(lambda: 3 * (4000 / 1000) ** 2, "4x the tokens, squared"),
-    "02.2": Answer(lambda: math.log(20 / 2) / math.log(10_000 / 1_000), "log(time ratio) / log(size ratio)"),
-    "02.3": Answer(
+    "input_size.1": Answer(lambda: 3 * (4000 / 1000) ** 2, "4x the tokens, squared"),
+    "input_size.2": Answer(lambda: math.log(20 / 2) / math.log(10_000 / 1_000), "log(time ratio) / log(size ratio)"),
+    "input_size.3": Answer(
         lambda n_items, per_item_ms: next(
             n for n, p in zip(n_items, per_item_ms, strict=True) if p <= 1.1 * min(per_item_ms)
         ),
         "compare each per_item_ms with 1.1 * min(per_item_ms)",
         ("n_items", "per_item_ms"),
     ),  # fmt: skip
-    "03.1": Answer(lambda: _gpt_matmul_weights(), "12 · L · d² + d · V"),
-    "03.2": Answer(lambda: 2 * 7e9 / 1e9, "2 FLOPs per parameter"),
-    "03.2 MACs": Answer(lambda: 7e9 / 1e9, "one multiply-add is 2 FLOPs"),
-    "03.3": Answer(
+    "model_size.1": Answer(lambda: _gpt_matmul_weights(), "12 · L · d² + d · V"),
+    "model_size.2": Answer(lambda: 2 * 7e9 / 1e9, "2 FLOPs per parameter"),
+    "model_size.2 MACs": Answer(lambda: 7e9 / 1e9, "one multiply-add is 2 FLOPs"),
+    "model_size.3": Answer(
         lambda vision: max(vision, key=lambda n: vision[n]["gflops_per_s"]),
         "the largest gflops_per_s in `vision`",
         ("vision",),
     ),  # fmt: skip
-    "04.1": Answer(lambda: _state_gb(13e9, "mixed adam", 1e9), "16 bytes per parameter, in GB (10⁹ bytes)"),
-    "04.2": Answer(lambda: 32768 * 32768 * 32 * 2 / 1e9, "T · T · heads · 2 bytes"),
-    "04.3": Answer(_fits_7b, "state alone is 16 bytes per parameter", ("saved_per_token_layer",)),
-    "05.1": Answer(
+    "memory.1": Answer(lambda: _state_gb(13e9, "mixed adam", 1e9), "16 bytes per parameter, in GB (10⁹ bytes)"),
+    "memory.2": Answer(lambda: 32768 * 32768 * 32 * 2 / 1e9, "T · T · heads · 2 bytes"),
+    "memory.3": Answer(_fits_7b, "state alone is 16 bytes per parameter", ("saved_per_token_layer",)),
+    "batch_size.1": Answer(
         lambda: _intensity(2 * 4096 * 4096, 4 * (4096 * 4096 + 4096 + 4096)),
         "2·B·n_in·n_out / (4·(n_in·n_out + B·n_in + B·n_out)) with B = 1",
     ),  # fmt: skip
-    "05.2": Answer(lambda: math.floor((24 - 6) / 0.25), "(budget - state) / per sample, rounded down"),
-    "05.3": Answer(lambda: 64 / 1024, "the micro-batch losses must add up to the mean over the whole batch"),
-    "05.4": Answer(lambda: (16 - 1) / 200 * 1e3, "(B - 1) / R seconds"),
-    "06.1": Answer(lambda: 2 * (8 - 1) / 8 * 7e9 * 2 / 1e9, "2(N-1)/N x gradient bytes"),
-    "06.2": Answer(lambda: 100 * 2 * (8 - 1) / 8, "busbw = algbw x 2(n-1)/n"),
-    "06.3": Answer(
+    "batch_size.2": Answer(lambda: math.floor((24 - 6) / 0.25), "(budget - state) / per sample, rounded down"),
+    "batch_size.3": Answer(lambda: 64 / 1024, "the micro-batch losses must add up to the mean over the whole batch"),
+    "batch_size.4": Answer(lambda: (16 - 1) / 200 * 1e3, "(B - 1) / R seconds"),
+    "multiple_gpus.1": Answer(lambda: 2 * (8 - 1) / 8 * 7e9 * 2 / 1e9, "2(N-1)/N x gradient bytes"),
+    "multiple_gpus.2": Answer(lambda: 100 * 2 * (8 - 1) / 8, "busbw = algbw x 2(n-1)/n"),
+    "multiple_gpus.3": Answer(
         lambda: 100 / (100 / 4 + 15) / 4, "step = 100/4 + 15 ms; speed-up = 100 / step; efficiency = speed-up / 4"
     ),
-    "07.1": Answer(lambda: _zero_gb(13e9, 2, 16), "weights whole; gradients and optimizer state divided by 16"),
-    "07.2": Answer(lambda: (4 - 1) / (12 + 4 - 1), "(p - 1) / (m + p - 1)"),
-    "07.3": Answer(lambda: 2 + 2, "one per block forward (attention, MLP), one per block's input gradient backward"),
-    "08.1": Answer(lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"),
-    "08.2": Answer(lambda: 3350e9 / (7e9 * 2), "bandwidth / bytes of weights"),
-    "08.3": Answer(lambda: True, "a batch of 256 takes 256 / 20,000 s to compute, and every request in it waits"),
-    "09.1": Answer(lambda: 2 * 32 * 8 * 128 * 2, "a key and a value per layer and key/value head, 2 bytes each"),
-    "09.2": Answer(lambda: (4.2 - 0.6) / (241 - 1) * 1000, "(E2E - TTFT) / (output tokens - 1), in ms"),
-    "09.3": Answer(lambda: (1 - 0.7**5) / (1 - 0.7), "(1 - α^(k+1)) / (1 - α)"),
-    "10.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
-    "10.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
-    "10.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
-    "11.1": Answer(lambda: 1 / ((1 - 0.4) + 0.4 / 5), "only the 40% computing speeds up (Amdahl)"),
-    "11.2": Answer(lambda: math.ceil(256 * 2 / 100), "256 images x 2 ms of CPU per 100 ms of GPU, rounded up"),
-    "11.3": Answer(lambda: "b", "the value does not exist until the GPU has computed it"),
-    "12.1": Answer(lambda: (5 + 7) / 16, "(inference busy + training busy) / all GPUs"),
-    "12.2": Answer(lambda: 30 / 2, "a preemption lands anywhere between two checkpoints"),
-    "12.3": Answer(_smallest_static, "try k = 1, 2, ... and look at slo_violation", ("workload", "n_gpus")),
-    "13.1": Answer(lambda: _line_at([10_000, 20_000], [12, 21], 200_000), "slope 9 s per 10,000 samples, one-off 3 s"),
-    "13.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
-    "13.3": Answer(_capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)),
+    "sharding.1": Answer(lambda: _zero_gb(13e9, 2, 16), "weights whole; gradients and optimizer state divided by 16"),
+    "sharding.2": Answer(lambda: (4 - 1) / (12 + 4 - 1), "(p - 1) / (m + p - 1)"),
+    "sharding.3": Answer(
+        lambda: 2 + 2, "one per block forward (attention, MLP), one per block's input gradient backward"
+    ),
+    "latency_throughput.1": Answer(
+        lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"
+    ),
+    "latency_throughput.2": Answer(lambda: 3350e9 / (7e9 * 2), "bandwidth / bytes of weights"),
+    "latency_throughput.3": Answer(
+        lambda: True, "a batch of 256 takes 256 / 20,000 s to compute, and every request in it waits"
+    ),
+    "serving_llms.1": Answer(
+        lambda: 2 * 32 * 8 * 128 * 2, "a key and a value per layer and key/value head, 2 bytes each"
+    ),
+    "serving_llms.2": Answer(lambda: (4.2 - 0.6) / (241 - 1) * 1000, "(E2E - TTFT) / (output tokens - 1), in ms"),
+    "serving_llms.3": Answer(lambda: (1 - 0.7**5) / (1 - 0.7), "(1 - α^(k+1)) / (1 - α)"),
+    "optimisation.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
+    "optimisation.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
+    "optimisation.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
+    "where_time_goes.1": Answer(lambda: 1 / ((1 - 0.4) + 0.4 / 5), "only the 40% computing speeds up (Amdahl)"),
+    "where_time_goes.2": Answer(
+        lambda: math.ceil(256 * 2 / 100), "256 images x 2 ms of CPU per 100 ms of GPU, rounded up"
+    ),
+    "where_time_goes.3": Answer(lambda: "b", "the value does not exist until the GPU has computed it"),
+    "sharing_a_gpu.1": Answer(lambda: (5 + 7) / 16, "(inference busy + training busy) / all GPUs"),
+    "sharing_a_gpu.2": Answer(lambda: 30 / 2, "a preemption lands anywhere between two checkpoints"),
+    "sharing_a_gpu.3": Answer(_smallest_static, "try k = 1, 2, ... and look at slo_violation", ("workload", "n_gpus")),
+    "estimating_a_job.1": Answer(
+        lambda: _line_at([10_000, 20_000], [12, 21], 200_000), "slope 9 s per 10,000 samples, one-off 3 s"
+    ),
+    "estimating_a_job.2": Answer(lambda: 6 * 7e9 * 1e12 / (64 * 989e12 * 0.4) / 3600, "6 x parameters x tokens FLOPs"),
+    "estimating_a_job.3": Answer(
+        _capstone, "call estimate_workload with your workload, make it fit, copy its hours", ("card",)
+    ),
 }
 
 
@@ -187,24 +205,34 @@ class Prediction:
 # ``within`` is the modelling error the first-principles answer is allowed, not a margin for noise: noise is
 # handled by the interval (labkit.claims), so a noisy run gives "undecided", never "holds" for a wrong guess.
 PREDICTIONS: dict[str, Prediction] = {
-    "00.4": Prediction(1.5, "both products are compute-bound on your roofline: time follows FLOPs, 2·n³"),
-    "01.4": Prediction(1.5, "a step's FLOPs are 6 x parameters x samples: count the parameters of both models"),
-    "02.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
-    "03.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
-    "04.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),
-    "05.5": Prediction(1.5, "past the ridge a step is compute-bound: time follows FLOPs, which follow the batch"),
-    "06.4": Prediction(1.5, "the ring model: time = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth, fitted above"),
-    "07.4": Prediction(1.5, "a step is (m + p - 1) micro-batch times: the fill and drain are paid once per step"),
-    "08.4": Prediction(1.5, "all requests arrive at once; served one at a time, the k-th waits for k service times"),
-    "09.4": Prediction(
+    "start_here.4": Prediction(1.5, "both products are compute-bound on your roofline: time follows FLOPs, 2·n³"),
+    "inference_vs_training.4": Prediction(
+        1.5, "a step's FLOPs are 6 x parameters x samples: count the parameters of both models"
+    ),
+    "input_size.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
+    "model_size.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
+    "memory.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),
+    "batch_size.5": Prediction(
+        1.5, "past the ridge a step is compute-bound: time follows FLOPs, which follow the batch"
+    ),
+    "multiple_gpus.4": Prediction(
+        1.5, "the ring model: time = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth, fitted above"
+    ),
+    "sharding.4": Prediction(1.5, "a step is (m + p - 1) micro-batch times: the fill and drain are paid once per step"),
+    "latency_throughput.4": Prediction(
+        1.5, "all requests arrive at once; served one at a time, the k-th waits for k service times"
+    ),
+    "serving_llms.4": Prediction(
         1.5, "a decode step is memory-bound: the weights once, the cache three times (copied, then read)"
     ),
-    "10.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
-    "11.4": Prediction(1.25, "backward computes two matmuls per layer (input and weight gradients), forward one"),
-    "12.4": Prediction(
+    "optimisation.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
+    "where_time_goes.4": Prediction(
+        1.25, "backward computes two matmuls per layer (input and weight gradients), forward one"
+    ),
+    "sharing_a_gpu.4": Prediction(
         1.5, "the request waits for the whole training step (forward + backward = 3 forwards), then runs"
     ),
-    "13.4": Prediction(
+    "estimating_a_job.4": Prediction(
         1.5, "FLOPs per token grow with the context (attention); count both steps with labkit.count_flops"
     ),
 }

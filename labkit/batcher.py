@@ -1,4 +1,4 @@
-"""The dynamic-batching model server (notebooks 08 and 12): requests queue up; one worker thread takes the first,
+"""The dynamic-batching model server (notebooks `latency_throughput` and `sharing_a_gpu`): requests queue up; one worker thread takes the first,
 waits at most ``max_wait_ms`` (from that request's arrival) for more, up to ``max_batch``, runs the model once on
 the batch and answers each request. The policy of production servers (Triton's ``max_queue_delay``, TorchServe's
 ``maxBatchDelay``), small enough to read. :mod:`labkit.serving` re-exports it.
@@ -42,7 +42,7 @@ class RequestTiming(Result):
 
 
 class DynamicBatcher:
-    """A model server with dynamic batching (notebook 08).
+    """A model server with dynamic batching (notebook `latency_throughput`).
 
     ``model_fn`` takes a batch ``(B, *shape)`` and returns ``(B, ...)``; it runs under
     ``torch.inference_mode``. Anyone may ``submit`` a request (a single sample, no batch
@@ -51,7 +51,7 @@ class DynamicBatcher:
     the load functions below run it in the notebook's main thread while their generators submit
     from a helper thread. (PyTorch's CPU kernels run measurably slower when called from a
     secondary Python thread on a small machine, whose OpenMP workers then compete with the main
-    thread's; serving from the main thread keeps the model's speed what notebook 05 measured.)
+    thread's; serving from the main thread keeps the model's speed what notebook `batch_size` measured.)
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """The machine's two ceilings (peak matmul FLOP/s and memory bandwidth) and the roofline.
 
-Taught in notebook 00; later notebooks place their operations on this roofline.
+Taught in notebook `start_here`; later notebooks place their operations on this roofline.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import torch
 
 from .flops import matmul_flops
 from .result import Result
-from .specs import DATASHEETS  # also read by notebooks 00, 06 and 10 as ceilings.DATASHEETS
+from .specs import (
+    DATASHEETS,
+)  # also read by notebooks `start_here`, `multiple_gpus` and `optimisation` as ceilings.DATASHEETS
 from .timing import TimingRecord, measure
 
 
 def datasheet_for(device_name: str) -> dict[str, float] | None:
-    """The datasheet entry whose key appears in ``device_name``, if any. Taught in notebook 00."""
+    """The datasheet entry whose key appears in ``device_name``, if any. Taught in notebook `start_here`."""
     for key, sheet in DATASHEETS.items():
         if key.lower() in device_name.lower():
             return sheet
@@ -38,7 +40,7 @@ def datasheet_peak_flops(
     device: torch.device | str, dtype: torch.dtype = torch.float32, *, device_name: str | None = None
 ) -> float | None:
     """The datasheet's dense peak FLOP/s for ``dtype`` on ``device``, or ``None`` where there is none (a CPU, a GPU
-    not in :data:`labkit.specs.DATASHEETS`). Taught in notebook 01.
+    not in :data:`labkit.specs.DATASHEETS`). Taught in notebook `inference_vs_training`.
 
     MFU as practitioners quote it (Chowdhery et al., 2022, appendix B) divides achieved FLOP/s by this figure. For
     float32 it is the TF32 tensor-core figure when TF32 is allowed (:func:`tf32_allowed`), else plain fp32.
@@ -61,7 +63,7 @@ def datasheet_peak_flops(
 
 @contextlib.contextmanager
 def tf32_matmuls() -> Iterator[None]:
-    """Inside the block, float32 matmuls on an NVIDIA GPU may use TF32 tensor cores. Taught in notebook 00.
+    """Inside the block, float32 matmuls on an NVIDIA GPU may use TF32 tensor cores. Taught in notebook `start_here`.
 
     TF32 keeps float32's range but rounds the inputs to 10 mantissa bits (float32 has 23), and runs several times
     faster on Ampere and later GPUs. PyTorch leaves it off for matmuls by default, so plain float32 code gets the
@@ -85,7 +87,7 @@ def tf32_matmuls() -> Iterator[None]:
 
 
 def low_precision_dtype(device: torch.device | str) -> torch.dtype:
-    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16. Taught in notebook 00."""
+    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16. Taught in notebook `start_here`."""
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         return torch.float16
@@ -111,7 +113,7 @@ class Ceiling(Result):
 def measure_matmul_ceiling(
     device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024, min_run_s: float = 0.2
 ) -> Ceiling:
-    """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`. Taught in notebook 00."""
+    """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`. Taught in notebook `start_here`."""
     device = torch.device(device)
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
@@ -123,7 +125,7 @@ def measure_matmul_ceiling(
 def measure_copy_bandwidth(device: torch.device | str, mib: int = 128, min_run_s: float = 0.2) -> Ceiling:
     """Memory bandwidth from a large copy: bytes read plus bytes written, per second.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     ``mib`` should be several times the last-level cache, or the copy runs from cache.
     """
@@ -142,9 +144,9 @@ def measure_roofline(
     mib: int = 128,
     dtype: torch.dtype = torch.float32,
 ) -> Roofline:
-    """Both ceilings in one call, as a :class:`Roofline` (notebooks 01, 03, 04 predict times from it).
+    """Both ceilings in one call, as a :class:`Roofline` (notebooks `inference_vs_training`, `model_size`, `memory` predict times from it).
 
-    Notebook 00 measures the two ceilings one by one and explains them; later notebooks only need
+    Notebook `start_here` measures the two ceilings one by one and explains them; later notebooks only need
     the result.
     """
     peak = measure_matmul_ceiling(device, dtype, n=n, min_run_s=min_run_s)
@@ -158,7 +160,7 @@ CEILING_MATMUL, CEILING_COPY = "matmul (ceiling)", "copy (ceiling)"
 @dataclass
 class CeilingCalls:
     """The two ceilings' calls, to be timed in the *same* interleaved rounds as the operations a timing claim
-    compares with them (:mod:`labkit.claims`; notebooks 00, 01 and 08).
+    compares with them (:mod:`labkit.claims`; notebooks `start_here`, `inference_vs_training` and `latency_throughput`).
 
     A roofline measured once, seconds before or after, can land in a busy moment of the machine and make every
     prediction from it wrong by that moment's factor; timed round by round beside the operations, the ceilings
@@ -186,7 +188,7 @@ class CeilingCalls:
 def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> CeilingCalls:
     """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.compare`.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
     """
     device = torch.device(device)
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -197,7 +199,7 @@ def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> 
 
 @dataclass
 class Roofline(Result):
-    """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth). Taught in notebook 00."""
+    """Attainable FLOP/s = min(peak FLOP/s, intensity × bandwidth). Taught in notebook `start_here`."""
 
     peak_flops: float
     bandwidth: float

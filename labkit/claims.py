@@ -58,7 +58,7 @@ from .verdicts import (  # noqa: F401 (re-exported: notebooks and tests read cla
 def ratio(numerator: str, denominator: str) -> Callable[[Mapping], object]:
     """The quantity ``stat[numerator] / stat[denominator]`` (e.g. how many times slower A is than B).
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
     """
     return lambda s: s[numerator] / s[denominator]
 
@@ -66,7 +66,7 @@ def ratio(numerator: str, denominator: str) -> Callable[[Mapping], object]:
 def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
     """The power-law exponent k of stat ≈ c · size^k, fitted by least squares on log–log axes.
 
-    Taught in notebook 02.
+    Taught in notebook `input_size`.
 
     ``sizes`` maps each variant's name to its size (items, parameters, sequence length).
     """
@@ -84,7 +84,7 @@ def exponent(sizes: Mapping[str, float]) -> Callable[[Mapping], object]:
 
 
 def predicted(sizes: Mapping[str, float], at: float, law: str = "linear") -> Callable[[Mapping], object]:
-    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks 02 and 13: extrapolation).
+    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks `input_size` and `estimating_a_job`: extrapolation).
 
     ``law="linear"``: least squares y = fixed + per_unit · size; ``law="power"``: y = c · size^k on log–log axes.
     """
@@ -113,11 +113,11 @@ def block_timer(
 ) -> Callable[[], float]:
     """Warm ``fn`` up, choose how many calls make one block of about ``block_s``, return a block timer.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     The returned function times one block (syncing ``device`` before and after) and returns seconds per call.
     :func:`compare` uses it for timed variants; a notebook uses it for a variant that must set something up
-    around the timed calls (notebook 04 holds a block of memory while the same step is timed).
+    around the timed calls (notebook `memory` holds a block of memory while the same step is timed).
     """
     device = torch.device(device) if device is not None else None
     try:
@@ -181,7 +181,7 @@ def compare(
 ) -> Claim:
     """Measure ``variants`` in interleaved rounds and decide ``claim`` about them (every notebook).
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     ``variants`` maps a name to a callable. With ``timed=True`` labkit times it (warm-up, device sync,
     blocks of about ``block_s``) and a sample is seconds per call; with ``timed=False`` the callable
@@ -293,9 +293,9 @@ def restate(
 ) -> Claim:
     """Decide a second claim on the rounds already measured for ``measured`` (no new measurement).
 
-    Taught in notebook 02.
+    Taught in notebook `input_size`.
 
-    For a sweep that supports two claims (notebook 03: the time exponent, and the FLOP/s of the largest
+    For a sweep that supports two claims (notebook `model_size`: the time exponent, and the FLOP/s of the largest
     model against the smallest's).
     """
     expectation = Expectation.parse(expect)
@@ -333,7 +333,7 @@ def from_rounds(
     show: bool = True,
     raises: bool = True,
 ) -> Claim:
-    """Decide a claim on rounds measured elsewhere: in worker processes (notebook 06's DDP ranks time their
+    """Decide a claim on rounds measured elsewhere: in worker processes (notebook `multiple_gpus`'s DDP ranks time their
     variants in interleaved rounds and return them), where labkit cannot add rounds on demand.
     """
     expectation = Expectation.parse(expect)

@@ -1,6 +1,6 @@
 """A GPU cluster over a day, simulated with SimPy: training jobs and diurnal inference under four policies.
 
-Taught in notebook 12. The model is deliberately small enough to check by hand:
+Taught in notebook `sharing_a_gpu`. The model is deliberately small enough to check by hand:
 
 - **Inference** needs, in each time slot, as many GPUs as its request rate divided by one GPU's
   capacity (rounded up). The rate follows a day: low at night, a peak in the afternoon. A slot's
@@ -40,7 +40,7 @@ _HANDOVER_S = 1e-6  # an inference GPU is released this long before the slot end
 
 @dataclass(frozen=True)
 class Workload:
-    """One day of traffic for a cluster of ``n_gpus``. Taught in notebook 12."""
+    """One day of traffic for a cluster of ``n_gpus``. Taught in notebook `sharing_a_gpu`."""
 
     n_gpus: int = 16
     day_s: float = 86_400.0
@@ -87,7 +87,7 @@ def simulate_day(
 ) -> DayResult:
     """Simulate one day under ``policy``; ``inference_gpus`` sizes the partition of ``static`` and ``borrow``.
 
-    Taught in notebook 12.
+    Taught in notebook `sharing_a_gpu`.
 
     ``jobs`` (a list of ``(arrival_s, work_s)``) replaces the random training jobs, for tests and exercises.
     """

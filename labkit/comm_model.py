@@ -1,4 +1,4 @@
-"""The data-parallel scaling model of notebook 06: compute divides across GPUs, a ring all-reduce does not.
+"""The data-parallel scaling model of notebook `multiple_gpus`: compute divides across GPUs, a ring all-reduce does not.
 
 Pure arithmetic (no processes, no torch.distributed): :class:`Link` (the latency-bandwidth model of an interconnect),
 :data:`LINKS` (vendors' figures), :class:`NodeLinks` (servers: a fast link inside, a slower one between),
@@ -18,7 +18,7 @@ class Link(Result):
     """An interconnect in the latency–bandwidth model: a ring all-reduce of S bytes over n ranks takes
     2(n−1)·latency + 2(n−1)/n · S / bandwidth (each rank sends and receives 2(n−1)/n · S).
 
-    Notebook 06 fits one to its measured all-reduces and reads the datasheet links as Links.
+    Notebook `multiple_gpus` fits one to its measured all-reduces and reads the datasheet links as Links.
     """
 
     name: str
@@ -41,7 +41,7 @@ LINKS = {name: Link(name, bandwidth, latency, source) for name, (bandwidth, late
 class NodeLinks(Result):
     """Servers of ``per_node`` GPUs: a fast link inside each server, a slower one between servers.
 
-    Taught in notebook 06. Up to ``per_node`` GPUs the all-reduce is the fast link's ring. Beyond, the hierarchical
+    Taught in notebook `multiple_gpus`. Up to ``per_node`` GPUs the all-reduce is the fast link's ring. Beyond, the hierarchical
     all-reduce (as NCCL and Horovod do it): a reduce-scatter inside each server, an all-reduce across servers of
     each GPU's 1/per_node share (every GPU with its own network port, as in NVIDIA's DGX H100 and H200), then an
     all-gather inside each server. The reduce-scatter and all-gather move what one all-reduce inside the server
@@ -67,7 +67,7 @@ class NodeLinks(Result):
 def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name: str = "measured") -> Link:
     """Calibrate a :class:`Link` from an all-reduce sweep at ``n_ranks``: time = a + b · bytes.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
     """
     from .scaling import fit_linear
 
@@ -89,7 +89,7 @@ def predict_data_parallel(
     serial_s: float = 0.0,
     scaling: str = "strong",
 ) -> dict:
-    """Predict one data-parallel training step on ``n_gpus`` (notebook 06).
+    """Predict one data-parallel training step on ``n_gpus`` (notebook `multiple_gpus`).
 
     ``compute_s`` is the step's compute on one GPU for the whole batch (``strong`` scaling: the
     global batch is split, so each GPU does 1/n of it) or for one GPU's batch (``weak``: each GPU

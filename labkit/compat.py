@@ -41,8 +41,8 @@ def _repeatable_tracker_class():
     """A MemTracker that allows one model to be called several times within one measurement.
 
     MemTracker keeps per-module statistics and refuses a second forward call of a top-level module
-    ("multiple iterative calls"), which gradient accumulation (notebook 05) and token-by-token
-    generation (notebook 08) both make. labkit only reads the tracker's global snapshots, so on a
+    ("multiple iterative calls"), which gradient accumulation (notebook `batch_size`) and token-by-token
+    generation (notebook `latency_throughput`) both make. labkit only reads the tracker's global snapshots, so on a
     repeated top-level call the module's own statistics are started afresh instead; the global
     current and peak memory are unaffected. Imported on first use: the import costs about 1.5 s,
     which a worker process that never measures memory should not pay.

@@ -1,6 +1,6 @@
 """Synthetic data that a model can actually learn, generated locally (no downloads).
 
-Taught in notebook 01 (a real short training run); later notebooks reuse the images and tokens.
+Taught in notebook `inference_vs_training` (a real short training run); later notebooks reuse the images and tokens.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _generator(seed: int) -> torch.Generator:
 def teacher_classification(n: int, d_in: int, classes: int, seed: int = 0, teacher_hidden: int = 64) -> TensorDataset:
     """Gaussian inputs labelled by a fixed random two-layer "teacher" network.
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
 
     The labels are a deterministic function of the inputs, so a student MLP can drive its loss
     well below chance (ln ``classes``); how fast it does is the lesson, not whether.
@@ -57,7 +57,7 @@ def grating_images(n: int, size: int = 32, classes: int = 4, seed: int = 0, nois
 def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> torch.Tensor:
     """Token sequences (n, seq_len) that count up by a per-sequence step: x[t+1] = x[t] + s mod vocab.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
 
     After two tokens the rest is predictable, so a small GPT learns it within a few hundred steps.
     """
@@ -73,7 +73,7 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
     """A speech-like mono signal (1, samples): voiced harmonics with a syllable-rate envelope, plus noise.
 
     Generated, not recorded: it has the length and sample rate of a real meeting recording, which
-    is all that decides the time a model takes over it (notebook 02).
+    is all that decides the time a model takes over it (notebook `input_size`).
     """
     if seconds <= 0 or sample_rate <= 0:
         raise ValueError(f"seconds and sample_rate must be positive; got {seconds} and {sample_rate}")
@@ -91,7 +91,7 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
 def jpeg_gratings(
     n: int, size: int = 96, classes: int = 4, seed: int = 0, noise: float = 1.0, quality: int = 90
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook 10).
+    """``n`` grating images (see :func:`grating_images`) encoded as JPEG files in memory (notebook `optimisation`).
 
     Returns the encoded files (1-D uint8 tensors, as read from disk) and the labels. Decoding them
     costs real CPU time, as it does for a photo dataset.
@@ -111,7 +111,7 @@ class JpegDataset(torch.utils.data.Dataset):
     """Decode a JPEG, resize it, optionally flip it, normalise it: a typical image input pipeline.
 
     ``__getitem__`` returns ``(features, label)`` with the image flattened to ``3·out_size²``
-    values, ready for an MLP (notebook 10).
+    values, ready for an MLP (notebook `optimisation`).
     """
 
     def __init__(

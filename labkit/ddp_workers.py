@@ -1,4 +1,4 @@
-"""The functions DDP workers run for notebook 06 and the tests: timed all-reduces, a DDP training step against one
+"""The functions DDP workers run for notebook `multiple_gpus` and the tests: timed all-reduces, a DDP training step against one
 process, a worker that fails on purpose. Each takes a :class:`WorkerContext` (which rank, how many, where) and runs
 under :func:`labkit.distributed.launch` or ``torchrun``; :mod:`labkit.distributed` re-exports them.
 """
@@ -90,7 +90,7 @@ def allreduce_benchmark(
 ) -> list[dict]:
     """Time a float32 sum all-reduce per message size; report time, algbw and busbw as nccl-tests does.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
 
     algbw = bytes / time; busbw = algbw · 2(n−1)/n, the traffic each rank's link carries in a ring,
     so busbw is comparable with the link's bandwidth whatever the number of ranks.
@@ -141,7 +141,7 @@ def ddp_benchmark(
 ) -> dict:
     """One data-parallel training step, timed three ways, and checked against a single-process step.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
 
     - ``compute``: the local model alone on this rank's share of the batch, no communication;
     - one DDP variant per entry of ``bucket_caps_mb``: small buckets let the gradient all-reduce
@@ -221,9 +221,9 @@ def ddp_benchmark(
 def faulty_worker(ctx: WorkerContext, fail_rank: int = 1, mode: str = "raise", at_step: int = 3, steps: int = 40):
     """All-reduce in a loop; ``fail_rank`` fails at ``at_step`` by raising, being killed, or hanging.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
 
-    Notebook 06 and the tests use it to show that one bad worker ends the whole run cleanly.
+    Notebook `multiple_gpus` and the tests use it to show that one bad worker ends the whole run cleanly.
     ``mode="none"`` runs to the end and returns the number of steps.
     """
     modes = ("raise", "kill", "hang", "none")

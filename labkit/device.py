@@ -1,6 +1,6 @@
 """Choose the device, synchronise it, and describe the hardware.
 
-Taught in notebook 00 (start here). Every other module takes a ``torch.device`` chosen here.
+Taught in notebook `start_here` (start here). Every other module takes a ``torch.device`` chosen here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _mps_available() -> bool:
 
 
 def choose_device(name: str | torch.device | None = "auto") -> torch.device:
-    """Return the device to run on: CUDA, then Apple MPS, then CPU (notebook 00).
+    """Return the device to run on: CUDA, then Apple MPS, then CPU (notebook `start_here`).
 
     ``name`` may be ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``. With ``"auto"``
     (or ``None``) the environment variable ``LABKIT_DEVICE`` wins if set, so a test run can pin
@@ -78,9 +78,9 @@ def available_devices() -> list[str]:
 
 
 def sync(device: torch.device | str | None = None) -> None:
-    """Wait until all queued work on ``device`` has finished (notebook 00: the missing-sync mistake).
+    """Wait until all queued work on ``device`` has finished (notebook `start_here`: the missing-sync mistake).
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
 
     GPUs run asynchronously: a kernel launch returns before the kernel ends, so a timer read without
     a sync measures the launch, not the work. On CPU this is a no-op; ``device=None`` syncs

@@ -1,6 +1,6 @@
 """Data parallelism on a real distributed engine: a launcher, all-reduce, DDP, and a scaling model.
 
-Taught in notebook 06.
+Taught in notebook `multiple_gpus`.
 
 **Launching.** :func:`launch` starts ``world_size`` worker processes the way ``torchrun`` does: the
 launcher hosts the rendezvous store itself and exports ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
@@ -46,8 +46,8 @@ import torch.distributed as dist
 
 from . import environment
 from .allocator import keep_freed_memory
-from .comm_model import LINKS, Link, NodeLinks, fit_link, predict_data_parallel  # noqa: F401 (re-exported for notebook 06)
-from .ddp_workers import (  # noqa: F401 (re-exported: notebook 06 and torchrun name them as labkit.distributed)
+from .comm_model import LINKS, Link, NodeLinks, fit_link, predict_data_parallel  # noqa: F401 (re-exported for notebook `multiple_gpus`)
+from .ddp_workers import (  # noqa: F401 (re-exported: notebook `multiple_gpus` and torchrun name them as labkit.distributed)
     WorkerContext,
     allreduce_benchmark,
     allreduce_check,
@@ -59,7 +59,7 @@ from .procs import (
     HOST,
     child_env,
     die_with_parent,
-    port_in_use,  # noqa: F401 (notebooks 06 and 08 check ports with distributed.port_in_use)
+    port_in_use,  # noqa: F401 (notebooks `multiple_gpus` and `latency_throughput` check ports with distributed.port_in_use)
     stop,
 )
 
@@ -75,7 +75,7 @@ _LAUNCHED: list[subprocess.Popen] = []  # every worker this process started, for
 def running_workers() -> list[int]:
     """PIDs of workers started by :func:`launch` in this process that are still running (should be none).
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
     """
     return [p.pid for p in _LAUNCHED if p.poll() is None]
 
@@ -83,7 +83,7 @@ def running_workers() -> list[int]:
 def resolve_backend(backend: str, world_size: int) -> str:
     """``auto`` → ``nccl`` when there is one CUDA GPU per rank, else ``gloo``; anything else is checked.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
@@ -173,7 +173,7 @@ def launch(
 ) -> list:
     """Run ``fn(ctx, **kwargs)`` in ``world_size`` processes and return each rank's result, in rank order.
 
-    Taught in notebook 06. Worker arguments are given by name, e.g.
+    Taught in notebook `multiple_gpus`. Worker arguments are given by name, e.g.
     ``launch(ddp_benchmark, 2, d_in=256, hidden=512, ...)``, and checked against ``fn``'s signature before
     any process starts. ``fn`` must live in an importable module (workers import it by name); its arguments
     and result must pickle. CPU workers get ``threads_per_worker`` threads each (default: the usable cores shared

@@ -1,6 +1,6 @@
 """``python -m labkit doctor``: the pre-flight check for a learner's or an attendee's machine.
 
-Taught in notebook 00. Prints the machine card and the measured ceilings; exits non-zero with
+Taught in notebook `start_here`. Prints the machine card and the measured ceilings; exits non-zero with
 a message saying what is wrong and how to fix it when the set-up is broken.
 """
 
@@ -22,8 +22,8 @@ REQUIRED = {
     "ipywidgets": "make lab installs it",
     "tabulate": "make lab installs it (torch's FLOP counter needs it to print tables)",
     "pandas": "make lab installs it (the notebooks show their tables as DataFrames)",
-    "torchao": "make lab installs it (notebook 10's quantization)",
-    "simpy": "make lab installs it (notebook 12's cluster simulation)",
+    "torchao": "make lab installs it (notebook `optimisation`'s quantization)",
+    "simpy": "make lab installs it (notebook `sharing_a_gpu`'s cluster simulation)",
 }
 
 
@@ -103,7 +103,7 @@ def run(device_name: str | None = None, ceilings: bool = True, out=sys.stdout) -
     print(f"  {'packages':20s} " + ", ".join(f"{k} {v}" for k, v in versions.items()), file=out)
     if ceilings:
         n = 4096 if device.type == "cuda" else 1024
-        print("labkit doctor: measured ceilings (short runs; notebook 00 measures them properly)", file=out)
+        print("labkit doctor: measured ceilings (short runs; notebook `start_here` measures them properly)", file=out)
         for dtype in (None, low_precision_dtype(device)):
             import torch
 
@@ -113,7 +113,7 @@ def run(device_name: str | None = None, ceilings: bool = True, out=sys.stdout) -
         print(f"  {bw.name:20s} {bw.value / 1e9:10.1f} GB/s     ({bw.size}, read + write)", file=out)
     if device.type == "cpu" and find_cpp_compiler() is None:
         print(
-            "labkit doctor: NOTE: no C++ compiler found. torch.compile on a CPU needs one, so notebook 10's compile "
+            "labkit doctor: NOTE: no C++ compiler found. torch.compile on a CPU needs one, so notebook `optimisation`'s compile "
             "section will fail; everything else runs. Fix: Debian/Ubuntu `apt install g++`, macOS "
             "`xcode-select --install`, conda `conda install cxx-compiler`, or set CXX.",
             file=out,

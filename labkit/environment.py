@@ -94,7 +94,7 @@ SETTINGS: dict[str, Setting] = {
 def get(name: str):
     """The parsed value of setting ``name`` (its default when unset or empty); a bad value raises ValueError.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
     """
     if name not in SETTINGS:
         raise KeyError(f"{name} is not a labkit setting; known: {', '.join(SETTINGS)}")

@@ -16,13 +16,13 @@ class MeasurementError(LabError, RuntimeError):
 
 
 class DoesNotFitError(LabError, MemoryError):
-    """An experiment needs more memory than the device has. Taught in notebook 04."""
+    """An experiment needs more memory than the device has. Taught in notebook `memory`."""
 
 
 class DistributedRunError(LabError, RuntimeError):
     """A worker failed, was killed, or the run passed its deadline. Every worker has been stopped.
 
-    Taught in notebook 06.
+    Taught in notebook `multiple_gpus`.
 
     ``port`` is the rendezvous port the run used (released by the time this is raised).
     """

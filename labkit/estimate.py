@@ -1,6 +1,6 @@
 """Estimating a job before running it: probe a small portion, fit, extrapolate, with an uncertainty band.
 
-Taught in notebook 13. The method: run the job on a few small portions of the data; split what is
+Taught in notebook `estimating_a_job`. The method: run the job on a few small portions of the data; split what is
 paid once (start-up, the first step's warm-up, compilation, data caching) from what is paid per
 sample; fit time = one-off + per-unit × size by least squares; predict the full job with a
 prediction interval; and write the result on an *estimate card* with its assumptions.
@@ -44,7 +44,7 @@ class JobFit(Result):
 def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
     """Fit time = one-off + per-unit × size to probe runs (at least three sizes, all different).
 
-    Taught in notebook 13.
+    Taught in notebook `estimating_a_job`.
     """
     from .scaling import fit_linear
 
@@ -63,7 +63,7 @@ def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
 def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, float]:
     """(one-off seconds, steady seconds per step) from the per-step times of one run.
 
-    Taught in notebook 13.
+    Taught in notebook `estimating_a_job`.
 
     The steady cost is the median of the steps after the first ``warm``; what the first steps took
     beyond it is the one-off cost (allocation, kernel selection, compilation, cold caches).
@@ -77,7 +77,7 @@ def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, 
 
 @dataclass
 class EstimateCard(Result):
-    """A prediction for a job, with what it rests on (notebook 13)."""
+    """A prediction for a job, with what it rests on (notebook `estimating_a_job`)."""
 
     job: str
     seconds: float
@@ -125,11 +125,11 @@ def _human(seconds: float) -> str:
 def training_time_from_flops(
     flops_per_step: float, steps: int, peak_flops: float, utilisation: float = 0.4, devices: int = 1
 ) -> float:
-    """First-principles seconds for ``steps`` of ``flops_per_step`` at ``utilisation`` of the peak (notebook 13).
+    """First-principles seconds for ``steps`` of ``flops_per_step`` at ``utilisation`` of the peak (notebook `estimating_a_job`).
 
     For a dense transformer, flops_per_step ≈ 6 × parameters × tokens per step (forward 2, backward 4 FLOPs
     per weight per token; Kaplan et al. 2020), plus attention's share, which grows with the context length.
-    Not for conv nets: their filters are reused at every position (notebook 01 counts both).
+    Not for conv nets: their filters are reused at every position (notebook `inference_vs_training` counts both).
     """
     for name, value in dict(flops_per_step=flops_per_step, steps=steps, peak_flops=peak_flops, devices=devices).items():
         if value <= 0:

@@ -39,9 +39,9 @@ def matches(answer, expected) -> bool:
 
 
 def check(exercise: str, answer, **context) -> bool | None:
-    """Judge a learner's ``answer`` to ``exercise`` (e.g. ``"01.3"``) against the answer key; print the verdict.
+    """Judge a learner's ``answer`` to ``exercise`` (e.g. ``"inference_vs_training.3"``) against the answer key; print the verdict.
 
-    Taught in notebook 00. ``context`` passes what the answer depends on from the notebook (a measured step time,
+    Taught in notebook `start_here`. ``context`` passes what the answer depends on from the notebook (a measured step time,
     this machine's roofline). Returns ``None`` while the answer is still ``None`` (unsolved), else ``True`` or
     ``False``; a wrong answer gets the exercise's hint.
     """
@@ -118,7 +118,7 @@ def check_prediction(
     ``prediction``, and judge it against this machine's measurement of ``quantity``. ``rounds`` instead passes
     rounds measured elsewhere (worker processes: :func:`labkit.claims.from_rounds`); give exactly one of the two.
 
-    Taught in notebook 00. A prediction holds if the measured interval lies within a factor of the exercise's
+    Taught in notebook `start_here`. A prediction holds if the measured interval lies within a factor of the exercise's
     ``within`` (in :data:`labkit.answers.PREDICTIONS`) of it; a contradicted prediction prints the hint and never
     raises, even under ``make test``: it is the learner's guess that is judged, not the lesson.
     """

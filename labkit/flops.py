@@ -1,6 +1,6 @@
 """Counting FLOPs and arithmetic intensity.
 
-Taught in notebook 00 (counting, MACs vs FLOPs, the roofline) and notebook 01 (a training step is
+Taught in notebook `start_here` (counting, MACs vs FLOPs, the roofline) and notebook `inference_vs_training` (a training step is
 about three forward passes). Counting is done by ``torch.utils.flop_counter.FlopCounterMode``,
 which sees every matmul, convolution and attention call that actually runs.
 
@@ -67,10 +67,10 @@ def _run_counted(fn_or_module: Callable, inputs: tuple, kwargs: dict) -> FlopCou
 def count_flops(fn_or_module: Callable, *inputs, **kwargs) -> int:
     """FLOPs (2 per multiply-add) of one call ``fn_or_module(*inputs, **kwargs)``, forward and backward.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     Runs the call once under ``FlopCounterMode``; a backward pass inside ``fn`` is counted too,
-    so ``count_flops(train_step, x, y)`` counts a whole training step (notebook 01).
+    so ``count_flops(train_step, x, y)`` counts a whole training step (notebook `inference_vs_training`).
     """
     return int(_run_counted(fn_or_module, inputs, kwargs).get_total_flops())
 
@@ -105,7 +105,7 @@ class _TrafficCounter(TorchDispatchMode):
 
 
 def count_memory_traffic(fn_or_module: Callable, *inputs, **kwargs) -> int:
-    """Bytes read and written by every operator of one call, if nothing stayed in cache (notebook 03).
+    """Bytes read and written by every operator of one call, if nothing stayed in cache (notebook `model_size`).
 
     Each operator is charged for reading its tensor inputs (weights included) and writing its
     outputs; views move nothing. Real kernels fuse operators and reuse caches, so this is an upper
@@ -127,7 +127,7 @@ def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> int:
 
 def attention_training_flops_per_token(n_layers: int, context: int, d_model: int) -> int:
     """Attention's training FLOPs per token, as PyTorch's FLOP counter counts a fused attention kernel: 14 ·
-    n_layers · context · d_model. Taught in notebook 01.
+    n_layers · context · d_model. Taught in notebook `inference_vs_training`.
 
     Per layer and token, forward: q·kᵀ and the weighted sum of v, 2 · context · d_model FLOPs each (over the whole
     square: the count ignores a causal mask); backward: five such products, because the fused kernel recomputes
@@ -142,7 +142,7 @@ def attention_training_flops_per_token(n_layers: int, context: int, d_model: int
 
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
-    """FLOPs per byte moved to or from memory: the x-axis of the roofline (notebook 00)."""
+    """FLOPs per byte moved to or from memory: the x-axis of the roofline (notebook `start_here`)."""
     if bytes_moved <= 0:
         raise ValueError(f"bytes_moved must be positive, got {bytes_moved}")
     return flops / bytes_moved

@@ -1,4 +1,4 @@
-"""The optimisation half of "why not a huge batch?": steps to a target against batch size (notebook 05).
+"""The optimisation half of "why not a huge batch?": steps to a target against batch size (notebook `batch_size`).
 
 A larger batch averages more samples into each gradient, so it needs fewer steps to reach a given loss, but
 only up to a point: once the gradient's noise is small beside its signal, doubling the batch no longer halves
@@ -39,7 +39,7 @@ def steps_to_target(
 ) -> int | None:
     """Train ``make_model()`` with plain SGD on batches of ``batch`` drawn from ``train`` until its accuracy on
     ``test`` reaches ``target``; return the number of steps, or ``None`` if it does not within ``max_steps`` (or
-    the loss stops being finite: the learning rate was too high). Taught in notebook 05.
+    the loss stops being finite: the learning rate was too high). Taught in notebook `batch_size`.
 
     ``warmup_steps`` ramps the learning rate linearly from ``lr / warmup_steps`` to ``lr`` over the first steps
     (Goyal et al., 2017, "Accurate, Large Minibatch SGD", arXiv:1706.02677, section 2.2).
@@ -81,7 +81,7 @@ def fewest_steps(
     **kwargs,
 ) -> tuple[int | None, float | None]:
     """The fewest steps to the target at ``batch`` over the learning rates ``lrs``, and the rate that gave them
-    (``(None, None)`` if none reached it). Taught in notebook 05. A batch size is only judged fairly at its own
+    (``(None, None)`` if none reached it). Taught in notebook `batch_size`. A batch size is only judged fairly at its own
     best learning rate: a larger batch tolerates a larger one."""
     results = {lr: steps_to_target(make_model, train, test, batch=batch, lr=lr, **kwargs) for lr in lrs}
     reached = {lr: s for lr, s in results.items() if s is not None}
@@ -109,7 +109,7 @@ class CriticalBatchFit(Result):
 def fit_critical_batch(batches: Sequence[float], steps: Sequence[float]) -> CriticalBatchFit:
     """Fit ``S = S_min + (S_min · B_noise) · (1/B)``, a straight line in 1/B, by least squares on relative errors.
 
-    Taught in notebook 05.
+    Taught in notebook `batch_size`.
     """
     if len(batches) != len(steps) or len(batches) < 3:
         raise ValueError(f"need at least 3 (batch, steps) pairs of equal length, got {len(batches)} and {len(steps)}")

@@ -1,6 +1,6 @@
 """Serving a language model: the KV cache in paged blocks, an engine that batches per step, speculative decoding.
 
-Taught in notebook 09. Everything runs on :class:`labkit.models.TinyGPT`, whose weights are used as they are: the
+Taught in notebook `serving_llms`. Everything runs on :class:`labkit.models.TinyGPT`, whose weights are used as they are: the
 engine's forward pass is the model's own layers, with keys and values stored in a :class:`PagedKVCache` instead of
 the model's per-sequence tensors, so a decode step can batch sequences of different lengths.
 
@@ -64,7 +64,7 @@ __all__ = [
 class DecoderSpec:
     """A Llama-style decoder's shape: untied embeddings, SwiGLU MLP (three matrices), RMSNorm, no biases.
 
-    Notebook 09 sizes real models with it. ``kv_heads < n_heads`` is grouped-query attention (GQA).
+    Notebook `serving_llms` sizes real models with it. ``kv_heads < n_heads`` is grouped-query attention (GQA).
     """
 
     name: str
@@ -106,7 +106,7 @@ class DecoderSpec:
 
     def decode_intensity(self, batch: int, context: int, bytes_per_value: int = 2) -> float:
         """FLOP per byte of a decode step at ``batch`` sequences of ``context`` tokens: the weights read once, each
-        sequence's cache read once (an engine that writes the cache in place). Taught in notebook 09."""
+        sequence's cache read once (an engine that writes the cache in place). Taught in notebook `serving_llms`."""
         weights, cache = self._step_bytes(context, bytes_per_value)
         return batch * self.decode_flops_per_token(context) / (weights + batch * cache)
 
@@ -127,7 +127,7 @@ LLAMA2_70B = DecoderSpec("Llama 2 70B", n_layers=80, d_model=8192, n_heads=64, k
 def max_concurrent_sequences(
     spec: DecoderSpec, gpu_bytes: float, context: int, bytes_per_value: int = 2, kv_heads: int | None = None
 ) -> int:
-    """How many sequences of ``context`` tokens fit beside the weights in ``gpu_bytes``. Taught in notebook 09.
+    """How many sequences of ``context`` tokens fit beside the weights in ``gpu_bytes``. Taught in notebook `serving_llms`.
 
     Counts weights and KV cache only (no activations, no framework reserve): an upper bound. 0 when the weights
     alone do not fit. ``kv_heads`` overrides the model's (``n_heads`` shows the model without GQA).
@@ -147,7 +147,7 @@ class CacheFull(RuntimeError):
 class PagedKVCache:
     """Keys and values of many sequences in fixed-size blocks, each sequence's blocks listed in its block table.
 
-    Taught in notebook 09. Blocks are *allocated* only as tokens arrive; what differs is what admission promises:
+    Taught in notebook `serving_llms`. Blocks are *allocated* only as tokens arrive; what differs is what admission promises:
 
     - ``admission="reserve"``: a sequence is admitted with the most tokens it may reach (prompt + output limit) and
       promised that many blocks, so it never runs out mid-generation (TensorRT-LLM's ``GUARANTEED_NO_EVICT``).
@@ -282,7 +282,7 @@ class PagedKVCache:
 class Request:
     """One generation request: a prompt (token ids), how many tokens to generate, and when it arrives (s).
 
-    Taught in notebook 09.
+    Taught in notebook `serving_llms`.
     """
 
     rid: int
@@ -295,7 +295,7 @@ class Request:
 class RequestRecord(Result):
     """What happened to one request: the time of every output token, or the error that rejected it.
 
-    Notebook 09 reads them through :func:`serving_metrics`. Times are seconds from the start of the run.
+    Notebook `serving_llms` reads them through :func:`serving_metrics`. Times are seconds from the start of the run.
     """
 
     rid: int
@@ -332,7 +332,7 @@ class RequestRecord(Result):
 
 @dataclass
 class ServingRun(Result):
-    """One engine run: every request's record, the run's duration and its scheduling trace (notebook 09)."""
+    """One engine run: every request's record, the run's duration and its scheduling trace (notebook `serving_llms`)."""
 
     policy: str
     records: list[RequestRecord]
@@ -365,7 +365,7 @@ def check_request(req: Request, max_len: int, vocab: int) -> None:
 class Engine:
     """A generation server on one model: prefill each admitted request, then decode every running one per step.
 
-    Taught in notebook 09. ``policy="continuous"`` admits waiting requests whenever a slot and cache blocks are
+    Taught in notebook `serving_llms`. ``policy="continuous"`` admits waiting requests whenever a slot and cache blocks are
     free, at every step, and retires each request when it has its tokens. ``policy="static"`` admits a batch only
     when the previous batch has finished entirely (request-level batching). A request that fails
     :func:`check_request` is recorded with its error and the engine goes on serving the others.
@@ -468,7 +468,7 @@ def poisson_requests(
 ) -> list[Request]:
     """``n`` requests arriving as a Poisson process of ``rate`` per second, lengths uniform in the given ranges.
 
-    Taught in notebook 09.
+    Taught in notebook `serving_llms`.
     """
     if n < 1 or rate <= 0:
         raise ValueError(f"n must be at least 1 and rate positive; got {n}, {rate}")
@@ -486,7 +486,7 @@ def poisson_requests(
 class SLO:
     """Service-level objectives, per request: time to first token and time per output token (seconds).
 
-    Taught in notebook 09.
+    Taught in notebook `serving_llms`.
     """
 
     ttft_s: float
@@ -495,7 +495,7 @@ class SLO:
 
 def early_stopping_queries(overlatency: int, percentile: float = 0.99, confidence: float = 0.99) -> int:
     """The fewest queries a run must have for MLPerf LoadGen's early-stopping test to pass with ``overlatency`` of
-    them over the latency bound. Taught in notebook 09.
+    them over the latency bound. Taught in notebook `serving_llms`.
 
     LoadGen (``loadgen/early_stopping.cc``, used by ``results.cc`` for the Server scenario, confidence 0.99,
     tolerance 0) asks for the least h under-latency queries such that, were the true fraction under the bound
@@ -527,7 +527,7 @@ def early_stopping_queries(overlatency: int, percentile: float = 0.99, confidenc
 
 
 def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (50, 90, 99)) -> dict:
-    """vLLM's serving-benchmark metrics for one run. Taught in notebook 09.
+    """vLLM's serving-benchmark metrics for one run. Taught in notebook `serving_llms`.
 
     TTFT, TPOT (per request, (E2E − TTFT)/(tokens − 1)) and E2E are one number per completed request; ITL pools
     every gap between consecutive tokens of every request. Goodput is the completed requests that meet every SLO
@@ -555,7 +555,7 @@ def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (5
 # -------------------------------------------------------------------------------------------- speculative decoding
 def layer_skip_draft(target: TinyGPT, n_layers: int) -> TinyGPT:
     """A draft model made of the target's first ``n_layers`` blocks, its embeddings and output head (shared, not
-    copied): a cheaper model that often agrees with the target. Taught in notebook 09."""
+    copied): a cheaper model that often agrees with the target. Taught in notebook `serving_llms`."""
     if not 1 <= n_layers < len(target.blocks):
         raise ValueError(f"n_layers must be between 1 and {len(target.blocks) - 1}, got {n_layers}")
     draft = TinyGPT.__new__(TinyGPT)
@@ -568,7 +568,7 @@ def layer_skip_draft(target: TinyGPT, n_layers: int) -> TinyGPT:
 
 @dataclass
 class SpeculativeResult(Result):
-    """Speculative decoding's output and its bookkeeping (notebook 09)."""
+    """Speculative decoding's output and its bookkeeping (notebook `serving_llms`)."""
 
     tokens: torch.Tensor  # (1, prompt + new_tokens)
     prompt_len: int
@@ -597,7 +597,7 @@ def _truncate(caches: list[dict], length: int) -> None:
 def speculative_generate(target: TinyGPT, draft: TinyGPT, prompt: torch.Tensor, new_tokens: int, k: int):
     """Greedy speculative decoding: ``draft`` proposes ``k`` tokens, ``target`` checks them in one pass.
 
-    Taught in notebook 09. The target keeps the draft's tokens up to its first disagreement and adds its own
+    Taught in notebook `serving_llms`. The target keeps the draft's tokens up to its first disagreement and adds its own
     token there (or one more after all ``k``), so the output is exactly the target's greedy output.
     """
     if prompt.ndim != 2 or prompt.shape[0] != 1 or prompt.shape[1] < 1:
@@ -644,7 +644,7 @@ def speculative_generate(target: TinyGPT, draft: TinyGPT, prompt: torch.Tensor, 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
     """Leviathan et al. (2023), eq. 1: tokens per target pass, (1 − α^(k+1)) / (1 − α), for acceptance rate α.
 
-    Taught in notebook 09.
+    Taught in notebook `serving_llms`.
     """
     if not 0 <= alpha <= 1 or not isinstance(k, int) or k < 1:
         raise ValueError(f"alpha must lie in [0, 1] and k be a positive integer; got {alpha}, {k!r}")

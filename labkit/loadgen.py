@@ -1,4 +1,4 @@
-"""A load generator for labkit's HTTP model server, run as its own process (notebook 08).
+"""A load generator for labkit's HTTP model server, run as its own process (notebook `latency_throughput`).
 
 Standard library only, and run as a script (``python labkit/loadgen.py URL ...``) rather than as
 ``-m labkit.loadgen``, so it starts in a fraction of a second without importing PyTorch. Requests

@@ -1,4 +1,4 @@
-"""MLPerf-style load scenarios for :class:`~labkit.batcher.DynamicBatcher` (notebooks 08 and 12).
+"""MLPerf-style load scenarios for :class:`~labkit.batcher.DynamicBatcher` (notebooks `latency_throughput` and `sharing_a_gpu`).
 
 :func:`single_stream`, :func:`offline` and :func:`poisson` drive the server like MLPerf Inference's LoadGen
 scenarios: one request at a time (latency percentiles), everything at once (samples/s), and requests arriving at
@@ -144,7 +144,7 @@ def single_stream(
 ) -> LoadResult:
     """MLPerf's single stream: one request at a time; the next is sent when the previous answer arrives.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
     """
     _check_n(n)
     inputs = [make_input(i) for i in range(n)]
@@ -170,7 +170,7 @@ def offline(
 ) -> LoadResult:
     """MLPerf's offline: all ``n`` requests at once; what matters is how soon the last one is done.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
     """
     _check_n(n)
     inputs = [make_input(i) for i in range(n)]
@@ -192,7 +192,7 @@ def poisson(
 ) -> LoadResult:
     """MLPerf's server scenario: requests arriving at random (a Poisson process) at ``rate`` per second.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
 
     Arrival times are drawn up front; a request is submitted as soon as its time has come and
     its latency counts from that scheduled time. Stops submitting after ``max_s`` seconds.
@@ -246,7 +246,7 @@ def find_max_rate(
 ) -> RateSearch:
     """Bisect on the arrival rate (geometrically) for the highest one whose p99 latency meets the bound.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
 
     A trial meets the bound when its p99 is within ``p99_bound_ms`` *and* the server kept up
     (achieved at least 90% of the offered rate); a rate counts as failed only if a second trial at it

@@ -1,4 +1,4 @@
-"""The largest batch that fits: double until a step does not fit, then bisect (notebook 05).
+"""The largest batch that fits: double until a step does not fit, then bisect (notebook `batch_size`).
 
 Each trial runs the step under :func:`labkit.memory.peak_memory`; :mod:`labkit.memory` re-exports
 :func:`find_max_batch` and its result types.
@@ -50,7 +50,7 @@ def find_max_batch(
     start: int = 1,
     limit: int = 1 << 16,
 ) -> BatchSearch:
-    """The largest batch whose step fits in memory: double until one fails, then bisect (notebook 05).
+    """The largest batch whose step fits in memory: double until one fails, then bisect (notebook `batch_size`).
 
     ``step(batch)`` builds that batch's inputs and runs one step; each trial runs it under
     :func:`peak_memory` (pass the model and optimizer in ``track``). On CUDA without a budget, a real

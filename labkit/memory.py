@@ -1,6 +1,6 @@
 """Memory: measured peaks by category, and first-principles bytes per parameter.
 
-Taught in notebook 01 (what a training step holds that inference does not) and notebook 04.
+Taught in notebook `inference_vs_training` (what a training step holds that inference does not) and notebook `memory`.
 
 Measurement: ``torch.distributed._tools.mem_tracker.MemTracker`` follows every tensor created
 during the call and sorts it into parameters, gradients, optimizer state, activations and
@@ -34,7 +34,7 @@ from .memory_model import (  # noqa: F401 (re-exported: notebooks use memory.sta
     state_bytes,
 )
 from .result import Result
-from .specs import GPU_MEMORY_GIB  # noqa: F401 (re-exported: notebooks 04 and 13 list memory.GPU_MEMORY_GIB)
+from .specs import GPU_MEMORY_GIB  # noqa: F401 (re-exported: notebooks `memory` and `estimating_a_job` list memory.GPU_MEMORY_GIB)
 
 CATEGORIES = ("parameters", "gradients", "optimizer", "activations", "other")
 
@@ -121,7 +121,7 @@ def peak_memory(
     device: torch.device | str | None = None,
     **kwargs,
 ) -> MemoryRecord:
-    """Run ``fn(*args, **kwargs)`` once and return its peak memory with a breakdown (notebook 01).
+    """Run ``fn(*args, **kwargs)`` once and return its peak memory with a breakdown (notebook `inference_vs_training`).
 
     Tensors, modules and optimizers among ``args`` and in ``track`` are counted from the start,
     so weights and an optimizer's existing state are part of the peak even when ``fn`` is a
@@ -198,7 +198,7 @@ class _NoHook:
 
 
 def _mark_frozen_parameters(tracker, trackables: list) -> None:
-    """Let MemTracker follow modules with frozen parameters (fine-tuning, notebook 01).
+    """Let MemTracker follow modules with frozen parameters (fine-tuning, notebook `inference_vs_training`).
 
     MemTracker registers a gradient hook on every parameter of each module that runs, and PyTorch
     refuses hooks on tensors with ``requires_grad=False``. Frozen parameters never get gradients,
@@ -230,7 +230,7 @@ def ensure_fits(
 ) -> None:
     """Raise :class:`DoesNotFitError` before allocating if ``required_bytes`` exceed what is free.
 
-    ``budget_bytes`` replaces the device's free memory with a budget of your choosing: notebook 04
+    ``budget_bytes`` replaces the device's free memory with a budget of your choosing: notebook `memory`
     uses it to emulate a GPU's memory limit on a CPU, where a real out-of-memory would bring in the
     operating system's OOM killer instead of a catchable error.
     """
@@ -245,12 +245,12 @@ def ensure_fits(
 
 
 def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: str | None = None) -> MemoryRecord:
-    """Predict a step's peak memory without allocating it: build and run it on fake tensors (notebook 04).
+    """Predict a step's peak memory without allocating it: build and run it on fake tensors (notebook `memory`).
 
     ``build()`` creates the model, optimizer and inputs and returns ``(step, track)``; it runs under
     ``FakeTensorMode``, where tensors have shapes and dtypes but no storage, so a billion-parameter
     model costs nothing. MemTracker follows the fake tensors exactly as it follows real ones, so the
-    prediction equals a real run's peak on CPU (notebook 04 checks this on a small model). It does
+    prediction equals a real run's peak on CPU (notebook `memory` checks this on a small model). It does
     not include what only a GPU adds: the CUDA context, the allocator's rounding and cache.
     """
     with compat.fake_tensor_mode():
@@ -261,7 +261,7 @@ def predict_peak_memory(build: Callable[[], tuple[Callable, Iterable]], label: s
 
 
 def serialized_bytes(model: torch.nn.Module) -> int:
-    """Bytes of ``model``'s weights as saved by ``torch.save`` (notebook 10 compares quantized models).
+    """Bytes of ``model``'s weights as saved by ``torch.save`` (notebook `optimisation` compares quantized models).
 
     Counting the saved file works for every weight format alike, including the tensor subclasses
     that torchao uses for int8 weights, whose storage ``Tensor.nbytes`` does not describe.
@@ -273,5 +273,5 @@ def serialized_bytes(model: torch.nn.Module) -> int:
     return buffer.tell()
 
 
-# The batch-size search lives in its own module; it is taught as part of memory (notebook 05: memory.find_max_batch).
+# The batch-size search lives in its own module; it is taught as part of memory (notebook `batch_size`: memory.find_max_batch).
 from .max_batch import BatchSearch, BatchTrial, find_max_batch  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""Memory from first principles (notebooks 04, 05, 08 and 13): bytes of state per parameter for each training
+"""Memory from first principles (notebooks `memory`, `batch_size`, `latency_throughput` and `estimating_a_job`): bytes of state per parameter for each training
 recipe, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
 :mod:`labkit.memory` measures, and re-exports these.
 """
@@ -39,7 +39,7 @@ RECIPES: dict[str, StateBytes] = {
 
 
 def bytes_per_parameter(recipe: str) -> StateBytes:
-    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (notebooks 01 and 04)."""
+    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (notebooks `inference_vs_training` and `memory`)."""
     key = recipe.strip().lower()
     if key not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
@@ -49,7 +49,7 @@ def bytes_per_parameter(recipe: str) -> StateBytes:
 def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> dict[str, int]:
     """Predicted parameter, gradient and optimizer bytes for a model of ``n_params`` parameters.
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
 
     Gradients and optimizer state exist only for trainable parameters (``n_trainable``, default
     all of them): that is why fine-tuning a head is so much lighter than full training.
@@ -67,7 +67,7 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
 class ParallelLayout(Result):
     """How a training job is split over GPUs: ``data`` × ``tensor`` × ``pipeline`` GPUs, and the ZeRO stage of
     the data-parallel dimension (Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training Trillion
-    Parameter Models", arXiv:1910.02054). Taught in notebook 04; notebook 13's estimate takes one.
+    Parameter Models", arXiv:1910.02054). Taught in notebook `memory`; notebook `estimating_a_job`'s estimate takes one.
 
     - ``tensor`` and ``pipeline`` split the model itself: each GPU holds 1/(tensor·pipeline) of the parameters and
       of their gradients and optimizer state (Megatron-LM's layers split across GPUs, and consecutive layers as
@@ -104,9 +104,9 @@ class ParallelLayout(Result):
 
 
 def sharded_state_bytes(n_params: int, recipe: str, layout: ParallelLayout) -> dict[str, float]:
-    """Parameter, gradient and optimizer bytes **per GPU** under ``layout`` (notebook 04's calculator, 13's estimate).
+    """Parameter, gradient and optimizer bytes **per GPU** under ``layout`` (notebook `memory`'s calculator, `estimating_a_job`'s estimate).
 
-    Taught in notebook 04. Tensor and pipeline parallelism divide all three by tensor·pipeline; ZeRO stage 1, 2, 3
+    Taught in notebook `memory`. Tensor and pipeline parallelism divide all three by tensor·pipeline; ZeRO stage 1, 2, 3
     then divides the optimizer state, the gradients, the parameters by the data degree (Rajbhandari et al., 2020,
     section 5: with mixed-precision Adam, 16 bytes per parameter become 4 + 12/N at stage 1, 2 + 14/N at stage 2,
     16/N at stage 3). Layers that every tensor-parallel rank repeats (layer norms, biases of row-parallel layers)
@@ -142,13 +142,13 @@ def estimate_transformer_training(
     activation_bytes: int | None = None,
     layout: ParallelLayout | None = None,
 ) -> dict[str, int]:
-    """First-principles training memory of a GPT-style model, by category, in bytes (notebook 04); with a
+    """First-principles training memory of a GPT-style model, by category, in bytes (notebook `memory`); with a
     ``layout``, per GPU.
 
     - state: ``bytes_per_parameter(recipe)`` × ``n_params``;
     - activations: ``saved_per_token_layer`` × d_model values kept per token per layer for the
       backward pass (about 18 for labkit's TinyGPT: layer norms, q/k/v, attention output, the 4×
-      MLP's two wide tensors, residuals; notebook 04 calibrates it), plus the logits and their
+      MLP's two wide tensors, residuals; notebook `memory` calibrates it), plus the logits and their
       softmax (2 × vocab values per token);
     - ``activation_bytes``: bytes per activation value; by default 4, or 2 for a recipe whose
       name starts with "mixed", "bf16" or "fp16";
@@ -183,7 +183,7 @@ def estimate_transformer_training(
 
 
 def fits_on(total_bytes: int, gpu_gib: float, usable_fraction: float = USABLE_FRACTION) -> bool:
-    """Whether ``total_bytes`` fit in a GPU of ``gpu_gib`` GiB (2**30 bytes), keeping headroom. Taught in notebook 04.
+    """Whether ``total_bytes`` fit in a GPU of ``gpu_gib`` GiB (2**30 bytes), keeping headroom. Taught in notebook `memory`.
 
     GPU memory is binary: an "80 GB" H100 holds 80 GiB (:data:`labkit.specs.GPU_MEMORY_GIB` says why).
     """
@@ -197,7 +197,7 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes of a decoder's KV cache: a key and a value vector per layer, key/value head and token, per sequence.
 
-    Taught in notebook 08. ``2 · n_layers · kv_heads · head_dim · tokens · batch · bytes_per_value``. Every decode
+    Taught in notebook `latency_throughput`. ``2 · n_layers · kv_heads · head_dim · tokens · batch · bytes_per_value``. Every decode
     step reads all of it (each new token attends to every cached one), so at long contexts or large batches it
     outweighs the weights. Models with grouped-query attention share ``kv_heads`` key/value heads among more query
     heads (Llama 2 70B: 8 for 64), which shrinks the cache by that factor.

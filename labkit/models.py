@@ -1,7 +1,7 @@
 """Models in sized families, built locally with random weights (nothing is downloaded).
 
-Taught in notebook 01 (the MLP), notebook 03 (families of sizes, torchvision architectures) and
-notebook 08 (the small GPT's KV cache).
+Taught in notebook `inference_vs_training` (the MLP), notebook `model_size` (families of sizes, torchvision architectures) and
+notebook `latency_throughput` (the small GPT's KV cache).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from .memory import ensure_fits
 class MLP(nn.Module):
     """``depth`` hidden layers of width ``hidden`` with ReLU, then a linear head.
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
 
     ``backbone`` and ``head`` are separate so fine-tuning can freeze one and train the other.
     """
@@ -60,7 +60,7 @@ class SmallCNN(nn.Module):
 class AudioEncoder(nn.Module):
     """A 1-D convolutional encoder over raw audio, shaped like wav2vec 2.0's feature encoder but narrow.
 
-    Strided convolutions turn 16 kHz samples into about 50 frames per second (notebook 02).
+    Strided convolutions turn 16 kHz samples into about 50 frames per second (notebook `input_size`).
     """
 
     def __init__(self, channels: int = 64, num_classes: int = 10):
@@ -114,7 +114,7 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    """A small GPT-style decoder with an optional KV cache for generation. Taught in notebook 03."""
+    """A small GPT-style decoder with an optional KV cache for generation. Taught in notebook `model_size`."""
 
     def __init__(self, vocab: int = 256, d_model: int = 128, n_layers: int = 2, n_heads: int = 4, max_len: int = 256):
         super().__init__()
@@ -175,7 +175,7 @@ TORCHVISION_MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", 
 def build_model(family: str, size: str = "s", device: torch.device | str = "cpu", **overrides) -> nn.Module:
     """A model of ``family`` ("mlp", "cnn", "gpt") at ``size`` ("xs", "s", "m", "l"), on ``device``.
 
-    Taught in notebook 02.
+    Taught in notebook `input_size`.
 
     The model is first built on the ``meta`` device (no memory) to count its weights, and a
     :class:`~labkit.memory.DoesNotFitError` is raised before allocating if they cannot fit.
@@ -196,7 +196,7 @@ def build_model(family: str, size: str = "s", device: torch.device | str = "cpu"
 def torchvision_model(name: str, num_classes: int = 1000, device: torch.device | str = "cpu") -> nn.Module:
     """A torchvision architecture with random weights (``weights=None``: nothing is downloaded).
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
     """
     import torchvision
 
@@ -207,7 +207,7 @@ def torchvision_model(name: str, num_classes: int = 1000, device: torch.device |
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
-    """Number of parameters (elements, not bytes); shared tensors counted once. Taught in notebook 01."""
+    """Number of parameters (elements, not bytes); shared tensors counted once. Taught in notebook `inference_vs_training`."""
     seen, total = set(), 0
     for p in model.parameters():
         if id(p) in seen or (trainable_only and not p.requires_grad):
@@ -220,13 +220,13 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
 def mlp_forward_flops(widths: list[int], batch: int) -> int:
     """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., num_classes]``: Σ 2·B·in·out.
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
     """
     return sum(2 * batch * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 
 def mlp_training_flops(widths: list[int], batch: int) -> int:
-    """FLOPs of forward + backward for an MLP trained end to end (notebook 01).
+    """FLOPs of forward + backward for an MLP trained end to end (notebook `inference_vs_training`).
 
     Backward does two matmuls per layer (gradient w.r.t. the weights and w.r.t. the layer's
     input), each the size of the forward one, except the first layer: nothing needs the gradient
@@ -238,7 +238,7 @@ def mlp_training_flops(widths: list[int], batch: int) -> int:
 class LoRALinear(nn.Module):
     """A frozen ``nn.Linear`` plus a trainable low-rank update: y = W·x + (alpha / rank) · B·(A·x).
 
-    What :func:`add_lora` puts in place of each linear layer (notebook 01). Low-rank adaptation (Hu et al., 2021, *LoRA*): only A (rank × in) and B (out × rank) are
+    What :func:`add_lora` puts in place of each linear layer (notebook `inference_vs_training`). Low-rank adaptation (Hu et al., 2021, *LoRA*): only A (rank × in) and B (out × rank) are
     trained, rank·(in + out) parameters instead of in·out. B starts at zero, so the adapted model starts out
     exactly as the original; A starts like an ``nn.Linear`` weight (the paper uses a random Gaussian).
     Hand-written because the library that usually provides it (``peft``) is not part of this course's stack.
@@ -261,7 +261,7 @@ class LoRALinear(nn.Module):
 def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0) -> nn.Module:
     """Freeze ``model`` and wrap every ``nn.Linear`` in it in a :class:`LoRALinear`, in place; returns ``model``.
 
-    Taught in notebook 01.
+    Taught in notebook `inference_vs_training`.
     """
     model.requires_grad_(False)
     for name, child in list(model.named_children()):
@@ -273,7 +273,7 @@ def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0) -> nn.Module:
 
 
 def lora_training_flops(widths: list[int], batch: int, rank: int) -> int:
-    """FLOPs of forward + backward for an MLP with LoRA on every layer (notebook 01). Per layer (in → out):
+    """FLOPs of forward + backward for an MLP with LoRA on every layer (notebook `inference_vs_training`). Per layer (in → out):
 
     forward 2B·(in·out + rank·in + rank·out); backward the gradients of B and of A·x (2B·out·rank each) and of A
     (2B·rank·in), and, except in the first layer, the input's gradient through W and through A

@@ -141,7 +141,7 @@ def use_style() -> None:
 
 
 def progress(iterable: Iterable | None = None, desc: str = "", total: int | None = None, **kwargs):
-    """A ``tqdm.auto`` progress bar: a widget in Jupyter, text in a terminal. Taught in notebook 01."""
+    """A ``tqdm.auto`` progress bar: a widget in Jupyter, text in a terminal. Taught in notebook `inference_vs_training`."""
     return tqdm(iterable, desc=desc, total=total, **kwargs)
 
 
@@ -152,7 +152,7 @@ def plot_roofline(
     title: str | None = None,
     label: str | None = None,
 ) -> plt.Axes:
-    """Draw the roofline (log–log) and place operations on it (notebook 00).
+    """Draw the roofline (log–log) and place operations on it (notebook `start_here`).
 
     Each point is a dict with ``label``, ``intensity`` (FLOP/byte) and ``flops_per_s`` (achieved).
     """
@@ -201,7 +201,7 @@ def plot_power_law(
     ax: plt.Axes | None = None,
     **kwargs,
 ) -> plt.Axes:
-    """Measured points on log–log axes, with a fitted power law drawn through them (notebooks 02, 03).
+    """Measured points on log–log axes, with a fitted power law drawn through them (notebooks `input_size`, `model_size`).
 
     ``fit`` is a :class:`labkit.scaling.PowerLawFit`; its exponent goes into the legend.
     """

@@ -1,11 +1,11 @@
-"""Lower-precision training and inference, built so that their memory can be measured (notebook 04).
+"""Lower-precision training and inference, built so that their memory can be measured (notebook `memory`).
 
 - :class:`MixedPrecisionAdam`: bf16/fp16 weights and gradients in the model, an fp32 master copy and
   fp32 Adam moments in the optimizer: the 2 + 2 + 12 bytes per parameter of mixed-precision training.
 - :func:`quantize_int8_weight_only`: int8 weights with one fp32 scale per output channel, computed
   with PyTorch's weight-only int8 matmul kernel: 1 byte per weight.
 
-Notebook 10 measures the *speed* of these ideas with the maintained tools (autocast, torchao); here
+Notebook `optimisation` measures the *speed* of these ideas with the maintained tools (autocast, torchao); here
 the point is where the bytes are, so the state is kept in plain tensors that MemTracker can see.
 """
 
@@ -20,7 +20,7 @@ from . import compat
 class MixedPrecisionAdam(torch.optim.Optimizer):
     """Adam over fp32 master weights for a model whose own weights are bf16 or fp16.
 
-    Taught in notebook 04.
+    Taught in notebook `memory`.
 
     ``step`` copies each low-precision gradient into fp32, updates the fp32 master weight with Adam,
     and writes the rounded result back into the model. The state per parameter is the master copy
@@ -78,7 +78,7 @@ class Int8WeightOnlyLinear(nn.Module):
 
 
 def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
-    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`. Taught in notebook 04."""
+    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`. Taught in notebook `memory`."""
     for name, child in model.named_children():
         if isinstance(child, nn.Linear):
             setattr(model, name, Int8WeightOnlyLinear(child))
@@ -90,7 +90,7 @@ def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
 def int8_overhead_bytes(model: nn.Module) -> int:
     """Bytes of the per-channel scales and fp32 biases that int8 weight-only quantization keeps.
 
-    Taught in notebook 04.
+    Taught in notebook `memory`.
     """
     return sum(
         m.scale.nbytes + (m.bias.nbytes if m.bias is not None else 0)

@@ -1,4 +1,4 @@
-"""Child processes that never outlive the notebook that started them (notebooks 06, 08 and 12).
+"""Child processes that never outlive the notebook that started them (notebooks `multiple_gpus`, `latency_throughput` and `sharing_a_gpu`).
 
 One place for what labkit's launcher (:mod:`labkit.distributed`), background trainer (:mod:`labkit.sharing`)
 and load generator (``labkit/loadgen.py``) each need: the environment that names the parent, the request to
@@ -69,7 +69,7 @@ def stop(procs: Iterable[subprocess.Popen], grace_s: float = 2.0) -> None:
 
 
 def port_in_use(port: int, host: str = HOST) -> bool:
-    """Whether a server still listens on ``port`` (notebooks 06 and 08 check that a run left none).
+    """Whether a server still listens on ``port`` (notebooks `multiple_gpus` and `latency_throughput` check that a run left none).
 
     It tries to connect: refused means nobody listens. (Closed connections may linger in the kernel's
     TIME_WAIT state for a minute; they hold no listener and no process, so they do not count.)

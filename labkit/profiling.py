@@ -1,6 +1,6 @@
 """Where the time goes: the profiler, a loop split into waiting for data and computing, Amdahl's law.
 
-Taught in notebook 11. ``torch.profiler`` does the operator-level work (its table and its trace);
+Taught in notebook `where_time_goes`. ``torch.profiler`` does the operator-level work (its table and its trace);
 labkit adds the two numbers a profile is usually read for: how much of each step the loop spent
 waiting for its next batch, and how much computing, and what that means for the next move.
 """
@@ -27,7 +27,7 @@ def profile_steps(
     device: torch.device | str | None = None,
     record_shapes: bool = False,
 ) -> profile:
-    """Run ``step`` ``warmup + steps`` times under ``torch.profiler`` and return the profiler (notebook 11).
+    """Run ``step`` ``warmup + steps`` times under ``torch.profiler`` and return the profiler (notebook `where_time_goes`).
 
     The warm-up steps run with the profiler on but are not recorded (``torch.profiler.schedule``),
     so one-off costs do not crowd the table. On CUDA, device time is recorded too.
@@ -52,7 +52,7 @@ def profile_steps(
 def top_operators(prof: profile, n: int = 10, device: torch.device | str | None = None) -> str:
     """The profiler's own table of the ``n`` operators with the most self time (CPU, or CUDA on a GPU).
 
-    Taught in notebook 11.
+    Taught in notebook `where_time_goes`.
     """
     on_cuda = device is not None and torch.device(device).type == "cuda"
     key = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
@@ -62,7 +62,7 @@ def top_operators(prof: profile, n: int = 10, device: torch.device | str | None 
 def export_trace(prof: profile, path: str | Path) -> Path:
     """Write a Chrome-trace JSON for Perfetto (ui.perfetto.dev) or chrome://tracing; returns the path.
 
-    Taught in notebook 11.
+    Taught in notebook `where_time_goes`.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ def time_loop(
     device: torch.device | str | None = None,
     skip: int = 2,
 ) -> LoopTiming:
-    """Run ``step(batch)`` over ``batches``, timing the wait for each batch apart from the compute (notebook 11).
+    """Run ``step(batch)`` over ``batches``, timing the wait for each batch apart from the compute (notebook `where_time_goes`).
 
     The first ``skip`` steps (worker start-up, warm-up) are run but not recorded. The device is synced
     after each step, so compute time is the device's, not just the time to queue the work.
@@ -127,7 +127,7 @@ def time_loop(
 def amdahl(fraction_sped_up, speedup: float):
     """Overall speed-up when ``fraction_sped_up`` of the time becomes ``speedup`` times faster (Amdahl's law).
 
-    ``fraction_sped_up`` may be an array (bootstrap resamples of a measured share, notebook 11's claim).
+    ``fraction_sped_up`` may be an array (bootstrap resamples of a measured share, notebook `where_time_goes`'s claim).
     """
     p = np.asarray(fraction_sped_up, dtype=float)
     if ((p < 0.0) | (p > 1.0)).any():
@@ -139,7 +139,7 @@ def amdahl(fraction_sped_up, speedup: float):
 
 
 def loader_speedup(waiting_share, workers: int, idle_cores):
-    """The most DataLoader workers can speed up an input-bound loop, from first principles (notebooks 10, 11).
+    """The most DataLoader workers can speed up an input-bound loop, from first principles (notebooks `optimisation`, `where_time_goes`).
 
     With ``num_workers=0`` a fraction ``waiting_share`` of each step decodes data and the rest computes, one after
     the other in the main process. With workers, the main process only computes while ``workers`` processes
@@ -161,7 +161,7 @@ def loader_speedup(waiting_share, workers: int, idle_cores):
 
 
 def diagnose(timing: LoopTiming, sync_share: float = 0.0) -> list[str]:
-    """Turn a loop's measured split into the next action (notebook 11's checklist)."""
+    """Turn a loop's measured split into the next action (notebook `where_time_goes`'s checklist)."""
     advice = []
     if timing.data_fraction > 0.3:
         advice.append(

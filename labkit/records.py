@@ -1,6 +1,6 @@
 """Records: the hardware + software card stamped on every result, and results saved as JSON.
 
-Taught in notebook 00 ("what to record with any benchmark"). A number without its machine,
+Taught in notebook `start_here` ("what to record with any benchmark"). A number without its machine,
 versions, dtype, thread count and profile cannot be compared with anyone else's.
 """
 
@@ -117,7 +117,7 @@ def project_root() -> Path | None:
 
 
 def results_dir() -> Path:
-    """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``. Taught in notebook 11."""
+    """Where notebooks write their results: ``$LABKIT_RESULTS_DIR``, else ``build/results``. Taught in notebook `where_time_goes`."""
     chosen = environment.get(RESULTS_ENV)
     if chosen is not None:
         return chosen
@@ -128,7 +128,7 @@ def results_dir() -> Path:
 class ResultLog:
     """A notebook's results: named entries plus the machine card, saved as one JSON file.
 
-    >>> log = ResultLog("00_start_here", card)          # doctest: +SKIP
+    >>> log = ResultLog("start_here", card)          # doctest: +SKIP
     >>> log.add("matmul fp32", timing_record, tflops=0.4)  # doctest: +SKIP
     >>> log.save()                                        # doctest: +SKIP
     """
@@ -184,7 +184,7 @@ def load_reference(notebook: str, root: str | os.PathLike | None = None) -> list
 
 
 def card_line(card: dict) -> str:
-    """One line naming the machine and software of a card, for labels and captions. Taught in notebook 10."""
+    """One line naming the machine and software of a card, for labels and captions. Taught in notebook `optimisation`."""
     parts = [card.get("device_name", "?"), f"torch {card.get('torch', '?')}"]
     if card.get("cuda"):
         parts.append(f"CUDA {card['cuda']}")

@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+from . import manifest
 from .records import RESULTS_ENV, card_line, load_reference, write_json_atomic, write_text_atomic
 from .verdicts import CLAIMS_ENV, CONTRADICTED, HOLDS, UNDECIDED, noisy_run
 from .widgets import HEADLESS_ENV
@@ -240,7 +241,7 @@ def main(
     profile = resolve_profile(profile)
     build = Path(build_dir)
     results_dir = build / "results"
-    paths = sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+    paths = sorted(Path(notebooks_dir).glob("*.ipynb"), key=manifest.sort_key)
     if only:
         paths = [p for p in paths if p.stem in only or p.name in only]
     if not paths:

@@ -1,7 +1,7 @@
 """How cost grows with size: power laws and straight lines fitted to measured sizes.
 
-Taught in notebook 02 (input size) and notebook 03 (model size), where the sizes are timed in interleaved
-rounds by labkit.claims; notebook 13 builds its job estimates on the same fits.
+Taught in notebook `input_size` (input size) and notebook `model_size` (model size), where the sizes are timed in interleaved
+rounds by labkit.claims; notebook `estimating_a_job` builds its job estimates on the same fits.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class PowerLawFit(Result):
 
 
 def fit_power_law(xs: Sequence[float], ys: Sequence[float]) -> PowerLawFit:
-    """Fit y = c·x^k on log–log axes; the exponent k is how cost grows with size (notebook 02).
+    """Fit y = c·x^k on log–log axes; the exponent k is how cost grows with size (notebook `input_size`).
 
     k ≈ 1: linear (twice the items, twice the time); k ≈ 2: quadratic (attention over a sequence);
     k well below 1 at small sizes: fixed overhead dominates, and extrapolating from there is wrong.
@@ -70,7 +70,7 @@ class LinearFit(Result):
 
 
 def fit_linear(xs: Sequence[float], ys: Sequence[float]) -> LinearFit:
-    """Fit y = fixed + per_unit·x by least squares (notebook 02: predicting a long recording's time)."""
+    """Fit y = fixed + per_unit·x by least squares (notebook `input_size`: predicting a long recording's time)."""
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
     if x.shape != y.shape or x.ndim != 1:

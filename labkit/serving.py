@@ -1,9 +1,9 @@
 """Serving: a dynamic-batching model server, the MLPerf load scenarios, and an HTTP front end.
 
-One import for notebooks 08 and 12; the code lives by concern: the server in :mod:`labkit.batcher`, the load
+One import for notebooks `latency_throughput` and `sharing_a_gpu`; the code lives by concern: the server in :mod:`labkit.batcher`, the load
 scenarios in :mod:`labkit.loads`, the HTTP front end and its load generator here.
 
-Taught in notebook 08 (and reused by notebook 12, where training shares the machine with it).
+Taught in notebook `latency_throughput` (and reused by notebook `sharing_a_gpu`, where training shares the machine with it).
 
 - :class:`DynamicBatcher` is a real server: requests go into a queue; one worker thread takes the
   first waiting request, then waits at most ``max_wait_ms`` (counted from that request's arrival)
@@ -121,7 +121,7 @@ class _Server(ThreadingHTTPServer):
 def serve_http(batcher: DynamicBatcher, features: int, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ``batcher`` at ``http://host:<port>`` (a port the OS picks) for the ``with`` block; yields the URL.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
 
     ``POST /predict`` with ``{"inputs": [features numbers]}`` answers ``{"outputs": [...], "server_ms": ...}``;
     malformed requests get a 4xx with a message. Leaving the block (normally, by an exception or by an
@@ -152,7 +152,7 @@ def http_load(
 ) -> dict:
     """Drive ``url`` from a second process: ``n`` requests at a Poisson ``rate``, for at most ``max_s`` seconds.
 
-    Taught in notebook 08.
+    Taught in notebook `latency_throughput`.
 
     While the load generator (``labkit/loadgen.py``) runs, ``batcher`` serves in this thread. Returns
     the generator's measurements: end-to-end latencies in ms, the server's own time per request, errors.

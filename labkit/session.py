@@ -1,4 +1,4 @@
-"""One visible set-up call per notebook: ``lab = labkit.start("05_batch_size", PROFILE, DEVICE)``.
+"""One visible set-up call per notebook: ``lab = labkit.start("batch_size", PROFILE, DEVICE)``.
 
 ``import labkit`` changes nothing in the process. :func:`start` is where a notebook asks for the course's
 settings, each said out loud in its printed line:
@@ -9,13 +9,13 @@ settings, each said out loud in its printed line:
   that wakes up (a browser, a second notebook, a CI neighbour) takes a core from one of them and the whole
   operation waits for it: on a 2-core machine beside a program that keeps one core busy, whole notebooks ran
   several times slower on 2 threads than on 1. One core left free absorbs the rest of the machine. PyTorch's
-  CPU performance guide gives the same advice: never run more busy threads than cores. Notebook 00 shows it.
+  CPU performance guide gives the same advice: never run more busy threads than cores. Notebook `start_here` shows it.
 - the C allocator keeps freed memory in the process (:mod:`labkit.allocator`; ``LABKIT_MALLOPT=0`` leaves it);
 - the suite's plot style, and under ``make test`` the plot audit (``LABKIT_AUDIT_PLOTS``);
 - quiet logs from the profiler's tracing library and from ``torch.utils.cpp_extension``;
 - the machine card and the result log, named once.
 
-Taught in notebook 00 (start here); every notebook starts with it.
+Taught in notebook `start_here` (start here); every notebook starts with it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def default_threads() -> int:
 
 @contextlib.contextmanager
 def threads(n: int) -> Iterator[int]:
-    """Run a block with ``n`` PyTorch CPU threads, then restore the previous count (notebooks 00, 11, 12)."""
+    """Run a block with ``n`` PyTorch CPU threads, then restore the previous count (notebooks `start_here`, `where_time_goes`, `sharing_a_gpu`)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"threads needs a whole number of threads, 1 or more; got {n!r}")
     saved = torch.get_num_threads()
@@ -95,9 +95,9 @@ def start(
     threads: int | None = None,
     show: bool = True,
 ) -> Lab:
-    """Set up notebook ``name`` (e.g. ``"05_batch_size"``): device, sizes, threads, style, card and log.
+    """Set up notebook ``name`` (e.g. ``"batch_size"``): device, sizes, threads, style, card and log.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     ``profile`` and ``device`` are the notebook's parameters ("auto" lets ``LABKIT_PROFILE`` /
     ``LABKIT_DEVICE`` decide); ``dtype`` names the number formats the notebook measures, for the card;

@@ -1,4 +1,4 @@
-"""Beyond data parallelism, measured on real torch.distributed (notebook 07): ZeRO and FSDP shard the training
+"""Beyond data parallelism, measured on real torch.distributed (notebook `sharding`): ZeRO and FSDP shard the training
 state, tensor parallelism splits each layer, pipeline parallelism splits the stack of layers.
 
 The functions here are workers: each takes a :class:`~labkit.ddp_workers.WorkerContext` and runs on every rank
@@ -29,7 +29,7 @@ LAYOUTS = ("DDP", "ZeRO-1", "FSDP no-reshard", "ZeRO-3")
 
 def sharding_mlp(width: int, depth: int, classes: int) -> nn.Sequential:
     """``depth`` equal Linear(width, width) + ReLU layers and a classifier, seeded: the same model on every rank
-    and in every layout. Taught in notebook 07. Equal layers let ZeRO-1, which hands out whole tensors, balance."""
+    and in every layout. Taught in notebook `sharding`. Equal layers let ZeRO-1, which hands out whole tensors, balance."""
     torch.manual_seed(0)
     layers = [m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())]
     return nn.Sequential(*layers, nn.Linear(width, classes))
@@ -60,7 +60,7 @@ def _counts(mode) -> dict[str, int]:
 def _comm_mode():
     """DTensor's ``CommDebugMode``, which counts collectives, also adding up each collective's buffer in bytes
     (``.buffer_bytes`` by short name): the largest tensor it is given, which is the whole buffer for an all-reduce
-    and a broadcast, the gathered output of an all-gather and the input of a reduce-scatter. Taught in notebook 07,
+    and a broadcast, the gathered output of an all-gather and the input of a reduce-scatter. Taught in notebook `sharding`,
     which turns buffers into bytes sent per rank with the ring model. Hand-rolled on top of ``CommDebugMode``
     because it counts calls, not bytes."""
     from torch.distributed.tensor.debug import CommDebugMode
@@ -92,7 +92,7 @@ RING_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: 
 
 
 def bytes_on_the_wire(buffer_bytes: dict[str, float], world: int) -> float:
-    """Bytes per rank that collectives with these buffers move (:data:`RING_FACTOR`). Taught in notebook 07."""
+    """Bytes per rank that collectives with these buffers move (:data:`RING_FACTOR`). Taught in notebook `sharding`."""
     unknown = set(buffer_bytes) - set(RING_FACTOR)
     if unknown or world < 2:
         raise ValueError(
@@ -109,7 +109,7 @@ def _layout(kind: str, model: nn.Module, ctx: WorkerContext, lr: float):
     from torch.nn.parallel import DistributedDataParallel
 
     if kind in ("DDP", "ZeRO-1"):
-        # one gradient bucket, whatever the model's size, so one all-reduce per step (notebook 06 shows buckets)
+        # one gradient bucket, whatever the model's size, so one all-reduce per step (notebook `multiple_gpus` shows buckets)
         cap_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20 + 1
         model = DistributedDataParallel(model.to(ctx.device), bucket_cap_mb=cap_mb)
         if kind == "DDP":
@@ -141,7 +141,7 @@ def sharding_benchmark(
     rank: the losses, the state held between steps by category and the peak of a step (both from
     :func:`labkit.peak_memory`), the collectives of one step (counted, with their buffers' bytes:
     :func:`_comm_mode`), and each layout's step time in interleaved rounds, together with the three collectives on
-    a buffer the size of the model. Taught in notebook 07.
+    a buffer the size of the model. Taught in notebook `sharding`.
 
     ZeRO-1 is ``ZeroRedundancyOptimizer`` under DDP: the optimizer state sharded, the gradients all-reduced whole
     by DDP, then each owner broadcasts the parameters it updated. "FSDP no-reshard" and ZeRO-3 are FSDP2's
@@ -198,7 +198,7 @@ def sharding_benchmark(
 
 class TPAttention(nn.Module):
     """Self-attention with separate q, k, v and output projections, so that tensor parallelism can split it by
-    heads: q, k, v column-parallel (each rank computes its heads), the output row-parallel. Taught in notebook 07.
+    heads: q, k, v column-parallel (each rank computes its heads), the output row-parallel. Taught in notebook `sharding`.
     The number of heads is read from the (possibly sharded) weight, so the same code runs whole or split."""
 
     def __init__(self, d_model: int, head_dim: int):
@@ -219,7 +219,7 @@ def tensor_parallel_check(ctx: WorkerContext, d_model: int, head_dim: int, batch
     """Split a transformer MLP (d → 4d → d) and an attention block Megatron-style over the ranks with
     ``torch.distributed.tensor.parallel``: the first layer column-parallel, the last row-parallel. Report the
     largest difference from the unsplit layer (outputs and input gradients), each rank's share of the weights, and
-    the collectives of one forward and one backward, counted. Taught in notebook 07.
+    the collectives of one forward and one backward, counted. Taught in notebook `sharding`.
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.debug import CommDebugMode
@@ -276,7 +276,7 @@ def pipeline_benchmark(
     (each of ``micro_batch`` samples). Reports, in interleaved rounds, the step time of every (schedule, m) and the
     time of one stage's forward and backward on one micro-batch alone (no pipeline): from it the bubble. Also the
     peak activation memory of each stage under each schedule at the largest m (:func:`labkit.peak_memory`).
-    Taught in notebook 07.
+    Taught in notebook `sharding`.
     """
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
@@ -332,7 +332,7 @@ def pipeline_benchmark(
 def parallelism_tour(ctx: WorkerContext, sharding: dict, tensor: dict, pipeline: dict) -> dict:
     """All three experiments in one launch (worker processes start once): :func:`sharding_benchmark`,
     :func:`tensor_parallel_check` and :func:`pipeline_benchmark` with their keyword arguments, and how long each
-    took on this rank. Taught in notebook 07."""
+    took on this rank. Taught in notebook `sharding`."""
     out, took = {}, {}
     for name, fn, kwargs in (("sharding", sharding_benchmark, sharding), ("tensor", tensor_parallel_check, tensor),
                              ("pipeline", pipeline_benchmark, pipeline)):  # fmt: skip

@@ -1,6 +1,6 @@
 """Training and inference on one machine: a background training job, and the levers that isolate them.
 
-Taught in notebook 12. :class:`BackgroundTrainer` runs a training loop in its own process (as a
+Taught in notebook `sharing_a_gpu`. :class:`BackgroundTrainer` runs a training loop in its own process (as a
 co-located training job would), logging its progress, so its throughput can be read for any window
 of time. The isolation levers are the operating system's: scheduling priority (``nice``, the CPU's
 analogue of CUDA stream priorities) and CPU affinity (pinning processes to separate cores, the
@@ -34,13 +34,13 @@ def _threads(pid: int) -> list[int]:
 def can_pin() -> bool:
     """Whether this platform can pin processes to cores (Linux), and has at least two to pin to.
 
-    Taught in notebook 12.
+    Taught in notebook `sharing_a_gpu`.
     """
     return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:
-    """Pin every thread of process ``pid`` to ``cpus`` (Linux). Taught in notebook 12."""
+    """Pin every thread of process ``pid`` to ``cpus`` (Linux). Taught in notebook `sharing_a_gpu`."""
     if not hasattr(os, "sched_setaffinity"):
         raise OSError("CPU affinity cannot be set on this platform (Linux only)")
     for tid in _threads(pid):
@@ -53,7 +53,7 @@ def set_affinity(pid: int, cpus: set[int]) -> None:
 def set_nice(pid: int, nice: int) -> None:
     """Set the scheduling niceness (-20 most favoured … 19 least) of every thread of ``pid``.
 
-    Taught in notebook 12.
+    Taught in notebook `sharing_a_gpu`.
 
     Raising niceness is always allowed; lowering it below its start value needs privileges, so a
     process set to 19 may not come back to 0 for an ordinary user: restart it instead.
@@ -70,7 +70,7 @@ def set_nice(pid: int, nice: int) -> None:
 class BackgroundTrainer:
     """A training job in its own process, for ``max_s`` seconds at most. Use it as a context manager.
 
-    Taught in notebook 12.
+    Taught in notebook `sharing_a_gpu`.
 
     It trains an MLP on random data with ``threads`` torch threads and logs ``time steps`` lines;
     :meth:`steps_per_s` reads its throughput over any window of wall-clock time.
@@ -110,7 +110,7 @@ class BackgroundTrainer:
         return self
 
     def pause(self) -> None:
-        """Freeze the job (SIGSTOP): it keeps its memory and uses no CPU until :meth:`resume` (notebook 12
+        """Freeze the job (SIGSTOP): it keeps its memory and uses no CPU until :meth:`resume` (notebook `sharing_a_gpu`
         interleaves rounds with and without it). POSIX only."""
         self._signal("SIGSTOP")
 

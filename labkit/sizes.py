@@ -1,6 +1,6 @@
 """Experiment sizes: the quick and full sizes of every notebook, in one place (the profile picks which).
 
-Taught in notebook 00. A notebook's ``parameters`` cell holds ``PROFILE = "auto"``; papermill may
+Taught in notebook `start_here`. A notebook's ``parameters`` cell holds ``PROFILE = "auto"``; papermill may
 override it, and nbval (which cannot inject parameters) sets ``LABKIT_PROFILE`` instead.
 
 - ``quick``: fits each notebook into its CI budget on 2 CPU cores.
@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 import torch
 
-from . import environment
+from . import environment, manifest
 
 PROFILE_ENV = "LABKIT_PROFILE"
 PROFILES = ("quick", "full", "auto")
 
-# Notebook 05's optimisation half: a small learnable task (a teacher network's labels), trained with plain SGD to a
+# Notebook `batch_size`'s optimisation half: a small learnable task (a teacher network's labels), trained with plain SGD to a
 # test-accuracy target at each batch size and learning rate. Seeded, so the step counts are facts of the run.
 LARGE_BATCH = dict(
     d_in=16,
@@ -40,11 +40,11 @@ LARGE_BATCH = dict(
 # Every experiment's sizes, per notebook and profile. ``min_run_s`` is the time labkit.measure
 # spends per measurement; everything else is the notebook's own knobs.
 SIZES: dict[str, dict[str, dict]] = {
-    "00_start_here": {
+    "start_here": {
         "quick": dict(matmul_n=1024, copy_mib=128, matvec_n=8192, single_shots=20, min_run_s=0.2),
         "full": dict(matmul_n=4096, copy_mib=1024, matvec_n=16384, single_shots=50, min_run_s=1.0),
     },
-    "01_inference_vs_training": {
+    "inference_vs_training": {
         "quick": dict(
             batch=256, d_in=256, hidden=1024, depth=3, classes=10, lora_rank=8,
             train_samples=8192, epochs=3, min_run_s=0.2,
@@ -54,7 +54,7 @@ SIZES: dict[str, dict[str, dict]] = {
             train_samples=65536, epochs=5, min_run_s=1.0,
         ),
     },
-    "02_input_size": {
+    "input_size": {
         "quick": dict(
             items=[1, 2, 4, 16, 64, 256], image_size=32, resolutions=[32, 64, 96, 128, 192], resolution_batch=4,
             seq_lens=[256, 512, 1024, 2048, 4096], mem_seq_lens=[256, 512, 1024, 2048], heads=4, head_dim=64,
@@ -66,7 +66,7 @@ SIZES: dict[str, dict[str, dict]] = {
             heads=8, head_dim=64, chunk_s=10, audio_fit_s=[120, 240, 480], audio_check_s=1200, min_run_s=0.5,
         ),
     },
-    "03_model_size": {
+    "model_size": {
         "quick": dict(
             # ViT-B/16 is timed in the full profile only: on a CPU one image costs it more than the other five together.
             gpt_sizes=["xs", "s", "m"], batch=8, seq_len=128, image_batch=1,
@@ -79,7 +79,7 @@ SIZES: dict[str, dict[str, dict]] = {
             train_samples=65536, epochs=4, small=(128, 2), large=(1024, 4), min_run_s=0.5,
         ),
     },
-    "04_memory": {
+    "memory": {
         "quick": dict(
             d_in=256, hidden=512, depth=4, batch=64, act_batches=[64, 128, 256, 512],
             attn_seq_lens=[128, 256, 512, 1024], heads=4, head_dim=32,
@@ -97,7 +97,7 @@ SIZES: dict[str, dict[str, dict]] = {
             budget_gb=24, offload_mib=1024, ballast_gib=8, min_run_s=0.5,
         ),
     },
-    "05_batch_size": {
+    "batch_size": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batches=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
             odd_batches=[3, 100, 300], budget_mib=40, accum_batch=2048, accum_micro=[1, 8],
@@ -110,7 +110,7 @@ SIZES: dict[str, dict[str, dict]] = {
             load_fraction=0.5, min_run_s=0.5, large_batch=dict(LARGE_BATCH, batches=[4, 8, 16, 32, 64, 128, 256, 512, 1024]),
         ),
     },
-    "06_multiple_gpus": {
+    "multiple_gpus": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,
             buckets_mb={"overlap: 1 MB buckets": 1, "no overlap: one bucket": 64},
@@ -124,7 +124,7 @@ SIZES: dict[str, dict[str, dict]] = {
             timeout_s=600, hang_timeout_s=10, min_run_s=0.5,
         ),
     },
-    "07_sharding": {
+    "sharding": {
         "quick": dict(
             sharding=dict(width=256, depth=4, classes=10, global_batch=64, steps=3, rounds=5),
             tensor=dict(d_model=64, head_dim=16, batch=2, tokens=16),
@@ -138,7 +138,7 @@ SIZES: dict[str, dict[str, dict]] = {
             timeout_s=600,
         ),
     },
-    "08_latency_throughput": {
+    "latency_throughput": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],
             max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=200, p99_bound_ms=10.0,
@@ -154,7 +154,7 @@ SIZES: dict[str, dict[str, dict]] = {
             job_deadline_s=600, live_bound_s=1.0, min_run_s=0.5,
         ),
     },
-    "09_serving_llms": {
+    "serving_llms": {
         "quick": dict(
             gpt_size="s", context=512, prompt_len=128, decode_batch=16, short_ctx=64, long_ctx=448, requests=20,
             max_batch=8, block_size=16, prompt_lens=(8, 48), output_lens=(4, 48), load=0.8, slo_ttft_steps=10,
@@ -170,7 +170,7 @@ SIZES: dict[str, dict[str, dict]] = {
             min_run_s=0.5,
         ),
     },
-    "10_optimisation": {
+    "optimisation": {
         "quick": dict(
             n_images=1536, image_size=96, out_size=32, noise=8.0, train=1024, hidden=1024, depth=3,
             small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1], loader_batch=64,
@@ -184,7 +184,7 @@ SIZES: dict[str, dict[str, dict]] = {
             min_run_s=0.5,
         ),
     },
-    "11_where_time_goes": {
+    "where_time_goes": {
         "quick": dict(
             n_images=1024, image_size=96, blur_sigma=1.5, hidden=1024, depth=3, batch=64, steps=12,
             workers=[0, 1], profile_steps=5, sync_steps=30, min_run_s=0.1,
@@ -194,7 +194,7 @@ SIZES: dict[str, dict[str, dict]] = {
             workers=[0, 1, 2, 4, 8], profile_steps=10, sync_steps=100, min_run_s=0.5,
         ),
     },
-    "12_sharing_a_gpu": {
+    "sharing_a_gpu": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=300,
             watch_s=0.5, n_gpus=16, inference_gpus=9, peak_gpus=9, trough_gpus=1.5,
@@ -206,7 +206,7 @@ SIZES: dict[str, dict[str, dict]] = {
             jobs_per_hour=14.0, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.5,
         ),
     },
-    "13_estimating_a_job": {
+    "estimating_a_job": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[200, 400, 600, 800],
             repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0,
@@ -220,7 +220,7 @@ SIZES: dict[str, dict[str, dict]] = {
 
 
 def resolve_profile(value: str | None = "auto", device: torch.device | str | None = None) -> str:
-    """Turn a ``PROFILE`` parameter into ``"quick"`` or ``"full"`` (notebook 00).
+    """Turn a ``PROFILE`` parameter into ``"quick"`` or ``"full"`` (notebook `start_here`).
 
     An unknown value raises ``ValueError`` listing the allowed ones, so a typo in a parameters
     cell or in ``LABKIT_PROFILE`` stops the notebook at its first cell rather than running the
@@ -242,9 +242,12 @@ def resolve_profile(value: str | None = "auto", device: torch.device | str | Non
 
 
 def settings(notebook: str, profile: str) -> SimpleNamespace:
-    """The sizes of ``notebook``'s experiments for a resolved ``profile`` ("quick" or "full")."""
-    if notebook not in SIZES:
-        raise KeyError(f"no sizes for notebook {notebook!r}; known: {', '.join(sorted(SIZES))}")
+    """The sizes of ``notebook``'s experiments for a resolved ``profile`` ("quick" or "full").
+
+    ``notebook`` is a slug of :data:`labkit.manifest.NOTEBOOKS` (an unknown one is an error listing them); a
+    notebook without experiments to size has no entry in :data:`SIZES` and gets only its name and profile.
+    """
+    manifest.entry(notebook)
     if profile not in ("quick", "full"):
         raise ValueError(f"profile must be resolved to 'quick' or 'full' first, got {profile!r}")
-    return SimpleNamespace(notebook=notebook, profile=profile, **SIZES[notebook][profile])
+    return SimpleNamespace(notebook=notebook, profile=profile, **SIZES.get(notebook, {}).get(profile, {}))

@@ -1,4 +1,4 @@
-"""Vendor figures in one table: datasheet ceilings, GPU memory sizes, interconnect links (notebooks 00, 04, 06, 13).
+"""Vendor figures in one table: datasheet ceilings, GPU memory sizes, interconnect links (notebooks `start_here`, `memory`, `multiple_gpus`, `estimating_a_job`).
 
 Every number here is a vendor's published figure (or, where said, a typical order of magnitude); the modules that
 use them import them from here: :mod:`labkit.ceilings` (datasheet ceilings), :mod:`labkit.memory_model` (memory

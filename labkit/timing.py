@@ -1,6 +1,6 @@
 """Timing done right: warm-up, device sync, adaptive repeats, a record with its spread.
 
-Taught in notebook 00, which first shows the classic mistakes (no warm-up, no sync, one repeat)
+Taught in notebook `start_here`, which first shows the classic mistakes (no warm-up, no sync, one repeat)
 and then this. Built on ``torch.utils.benchmark.Timer``; labkit adds the explicit warm-up with a
 clear error when the callable fails, a timer that syncs the *chosen* device (MPS included), the
 torch thread count (``Timer`` defaults to one thread), and a JSON-ready record.
@@ -92,7 +92,7 @@ class TimingRecord(Result):
 
 
 def format_seconds(seconds: float) -> str:
-    """Seconds in the unit that reads best: ns, µs, ms, s. Taught in notebook 00."""
+    """Seconds in the unit that reads best: ns, µs, ms, s. Taught in notebook `start_here`."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -100,7 +100,7 @@ def format_seconds(seconds: float) -> str:
 
 
 def throughput(items: float, seconds: float) -> float:
-    """Items per second. ``seconds`` must be positive. Taught in notebook 08."""
+    """Items per second. ``seconds`` must be positive. Taught in notebook `latency_throughput`."""
     if seconds <= 0:
         raise ValueError(f"seconds must be positive to compute a throughput, got {seconds}")
     return items / seconds
@@ -118,7 +118,7 @@ def measure(
     items: int | None = None,
     **kwargs,
 ) -> TimingRecord:
-    """Time ``fn(*args, **kwargs)`` properly and return a :class:`TimingRecord` (notebook 00).
+    """Time ``fn(*args, **kwargs)`` properly and return a :class:`TimingRecord` (notebook `start_here`).
 
     1. ``warmup`` calls first, untimed: lazy initialisation, allocator growth and kernel selection
        happen here. If ``fn`` raises, :class:`MeasurementError` says so and nothing is timed.
@@ -186,7 +186,7 @@ def measure(
 
 
 def time_once(fn: Callable, *args, device: torch.device | str | None = None, synchronize: bool = True) -> float:
-    """Seconds for a single call, the naive way (notebook 00 uses it to show the mistakes).
+    """Seconds for a single call, the naive way (notebook `start_here` uses it to show the mistakes).
 
     With ``synchronize=False`` the clock is read as soon as ``fn`` returns, which on a GPU is
     when the work was *queued*, not finished.
@@ -202,7 +202,7 @@ def time_once(fn: Callable, *args, device: torch.device | str | None = None, syn
 
 
 def summarize(times_s: list[float]) -> dict:
-    """Median, quartiles and extremes of a list of timings, in seconds. Taught in notebook 00."""
+    """Median, quartiles and extremes of a list of timings, in seconds. Taught in notebook `start_here`."""
     ordered = sorted(times_s)
     q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
     return dict(
@@ -227,7 +227,7 @@ def _device_of(args: tuple) -> torch.device | None:
 
 
 class competing_load:  # lower case: used like a function, ``with competing_load(): ...``
-    """Keep the machine busy with matmuls in a background thread (notebook 00: reading the spread).
+    """Keep the machine busy with matmuls in a background thread (notebook `start_here`: reading the spread).
 
     Torch releases the GIL inside its kernels, so the thread really competes for cores, as a
     browser tab or another notebook would. The thread is stopped and joined on exit, always.
@@ -274,7 +274,7 @@ def _cpu_jiffies() -> tuple[int, int, int] | None:
 
 
 def idle_cores(seconds: float = 0.2, settle_s: float = 0.2, assume: float | None = None) -> float | None:
-    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks 07, 10, 11 and 12).
+    """Cores' worth of CPU that no process on the machine used during ``seconds`` (notebooks `sharding`, `optimisation`, `where_time_goes` and `sharing_a_gpu`).
 
     The calling process sleeps meanwhile, so on an idle 4-core machine this is about 4.0; a browser tab or a
     second job that keeps one core busy brings it to about 3.0. Data-loader workers can only run in parallel

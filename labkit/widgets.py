@@ -1,4 +1,4 @@
-"""Interactive controls that also run headless (notebooks 00, 01, 04).
+"""Interactive controls that also run headless (notebooks `start_here`, `inference_vs_training`, `memory`).
 
 ``labkit.interact(fn, **controls)`` is ``ipywidgets.interact`` in JupyterLab. Under the test
 harness and ``make report`` (``LABKIT_HEADLESS=1``) it calls ``fn`` once with its default
@@ -25,7 +25,7 @@ def headless() -> bool:
 def interact(fn: Callable, **controls):
     """``ipywidgets.interact(fn, **controls)``, or ``fn()`` with its defaults when headless.
 
-    Taught in notebook 00.
+    Taught in notebook `start_here`.
 
     ``controls`` use ipywidgets' abbreviations: ``(min, max, step)`` for a slider, a list for a
     drop-down. Every parameter of ``fn`` needs a default: it is the control's starting value.

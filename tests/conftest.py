@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from labkit import manifest
+
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = manifest.paths(ROOT / "notebooks")  # in teaching order
 _WALL_TIMES: dict[str, tuple[float, float]] = {}
 _CLAIMS: list[dict] = []
 _SESSION_STARTED = time.time()  # conftest is imported as the session starts, before any test runs

@@ -8,7 +8,7 @@ a learner, the budget's measure) and to the end of the solutions. papermill inje
 cell and compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
 the learner's path and the solutions share everything but the closing exercises.
 
-    python tests/prepare_notebooks.py OUT_DIR [notebooks/NN_name.ipynb ...]
+    python tests/prepare_notebooks.py OUT_DIR [notebooks/<slug>.ipynb ...]
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 from solutions import with_solutions_appended
+
+from labkit import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = {"PROFILE": "quick"}
@@ -76,7 +78,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
     out_dir = Path(argv[0])
-    notebooks = [Path(p) for p in argv[1:]] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    notebooks = [Path(p) for p in argv[1:]] or manifest.paths(ROOT / "notebooks")
     out_dir.mkdir(parents=True, exist_ok=True)
     for notebook in notebooks:
         prepare(notebook, out_dir)

@@ -1,7 +1,7 @@
 """Fill a notebook's exercises with their folded solutions, and make its checkers assert (tests only).
 
 Each exercise is a stub cell (``answer_N = None``, or ``prediction_N = None`` for a predict-then-measure exercise), a
-checker cell (``labkit.check("NN.k", answer_N, ...)`` or ``labkit.check_prediction("NN.k", prediction_N, ...)``) and
+checker cell (``labkit.check("<slug>.k", answer_N, ...)`` or ``labkit.check_prediction("<slug>.k", prediction_N, ...)``) and
 a folded ``<details>`` solution: a fenced code block, or backticked ``answer_N = ...`` snippets.
 """
 

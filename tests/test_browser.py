@@ -1,7 +1,7 @@
 """The learner's view: JupyterLab in a real (headless) Chromium, driven by Playwright.
 
 The test starts its own JupyterLab on 127.0.0.1 and a free port, with every Jupyter, IPython and
-matplotlib directory inside a temporary folder, opens notebook 00, runs all cells the way a learner
+matplotlib directory inside a temporary folder, opens notebook `start_here`, runs all cells the way a learner
 does, and checks what a learner would see: no cell failed, the roofline plot is drawn, and the
 slider under "Try it" answers when it is moved. A second test shows that the harness fails on a
 notebook with a failing cell. Screenshots are kept in build/test-artifacts/browser/.
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "test-artifacts" / "browser"
-NOTEBOOK = "00_start_here.ipynb"
+NOTEBOOK = "start_here.ipynb"
 CHROMIUM_FLAGS = [  # no sandbox as root in a container; no calls home on a closed network
     "--no-sandbox",
     "--disable-gpu",

@@ -56,7 +56,7 @@ def test_tf32_matmuls_switches_tf32_on_inside_the_block_only():
 
 
 def test_datasheet_ridges_are_tens_in_fp32_and_hundreds_with_tensor_cores():
-    """What notebook 00 teaches from the datasheets: a GPU's float32 ridge is near a CPU's, its tensor cores' far above."""
+    """What notebook `start_here` teaches from the datasheets: a GPU's float32 ridge is near a CPU's, its tensor cores' far above."""
     for gpu, sheet in ceilings.DATASHEETS.items():
         ridge = {p: sheet[f"{p}_tflops"] * 1e12 / (sheet["bandwidth_gbs"] * 1e9) for p in ("fp32", "tf32", "bf16")}
         assert 5 < ridge["fp32"] < 25, gpu

@@ -48,7 +48,7 @@ def test_int8_weight_kernel_equals_dequantised_matmul():
 
 
 def test_the_int8_kernel_exists_on_this_pytorch():
-    """The fallback keeps notebooks correct, but notebook 10's int8 speed-up needs the kernel: say it moved."""
+    """The fallback keeps notebooks correct, but notebook `optimisation`'s int8 speed-up needs the kernel: say it moved."""
     assert compat.has_int8_weight_matmul(), f"torch.{compat.INT8_WEIGHT_MATMUL} is gone: find its new name"
 
 

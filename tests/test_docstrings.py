@@ -10,15 +10,19 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit import manifest
+
 ROOT = Path(__file__).resolve().parents[1]
-NAMED = re.compile(r"notebooks? ((?:\d\d(?:, | and | or |, and )?)+)")
+NAMED = re.compile(
+    r"[Nn]otebooks? ((?:`[a-z0-9_]+`(?:, | and | or |, and )?)+)"
+)  # notebook `slug`, notebooks `a` and `b`
 
 
 def _notebook_code() -> dict[str, str]:
     code = {}
-    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path in manifest.paths(ROOT / "notebooks"):
         cells = nbformat.read(path, as_version=4).cells
-        code[path.stem[:2]] = "\n".join(c.source for c in cells if c.cell_type == "code")
+        code[path.stem] = "\n".join(c.source for c in cells if c.cell_type == "code")
     return code
 
 
@@ -44,14 +48,14 @@ def test_a_helper_names_a_notebook_that_uses_it(module, node):
     users = sorted(nb for nb, code in NOTEBOOKS.items() if _uses(code, node.name))
     doc = ast.get_docstring(node) or ""
     assert doc, f"labkit.{module}.{node.name} has no docstring"
-    named = {n for group in NAMED.findall(doc) for n in re.findall(r"\d\d", group)}
-    taught = re.findall(r"Taught in notebooks? (\d\d)", doc)
+    named = {n for group in NAMED.findall(doc) for n in re.findall(r"`([a-z0-9_]+)`", group)}
+    taught = re.findall(r"Taught in notebooks? `([a-z0-9_]+)`", doc)
     for nb in taught:
-        assert nb in users, f"labkit.{module}.{node.name} says it is taught in notebook {nb}, which does not use it"
+        assert nb in users, f"labkit.{module}.{node.name} says it is taught in notebook `{nb}`, which does not use it"
     if users:
         assert named & set(users), (
             f"labkit.{module}.{node.name} is used by notebook(s) {users}; its docstring must name one "
-            f"(e.g. 'Taught in notebook {users[0]}.'); it names {sorted(named) or 'none'}"
+            f"(e.g. 'Taught in notebook `{users[0]}`.'); it names {sorted(named) or 'none'}"
         )
 
 
@@ -72,4 +76,4 @@ def test_every_public_helper_is_used_outside_the_tests():
 def test_the_checks_see_the_notebooks():
     """Guards the two tests above against passing vacuously (no notebooks found, no helper matched)."""
     assert len(NOTEBOOKS) >= 12 and len(HELPERS) > 100
-    assert _uses(NOTEBOOKS["00"], "measure") and not _uses(NOTEBOOKS["00"], "no_such_helper")
+    assert _uses(NOTEBOOKS["start_here"], "measure") and not _uses(NOTEBOOKS["start_here"], "no_such_helper")

@@ -61,16 +61,16 @@ def test_synthetic_data_is_deterministic_and_learnable_shaped():
 
 
 def test_exercise_checker_never_raises_on_an_answer(capsys):
-    assert exercises.check("02.1", None) is None
-    assert exercises.check("02.1", 48) is True
-    assert exercises.check("02.1", "forty-eight") is False
-    assert exercises.check("00.3", "Memory-bound ", roof=labkit.Roofline(100e9, 10e9)) is True
+    assert exercises.check("input_size.1", None) is None
+    assert exercises.check("input_size.1", 48) is True
+    assert exercises.check("input_size.1", "forty-eight") is False
+    assert exercises.check("start_here.3", "Memory-bound ", roof=labkit.Roofline(100e9, 10e9)) is True
     out = capsys.readouterr().out
     assert "not attempted yet" in out and "correct" in out and "not yet" in out and "Hint: 4x the tokens" in out
     with pytest.raises(ValueError, match="no exercise '99.1' in the answer key"):
         exercises.check("99.1", 1)
-    with pytest.raises(TypeError, match="01.3 needs step_s, batch from the notebook"):
-        exercises.check("01.3", 1.0)
+    with pytest.raises(TypeError, match="inference_vs_training.3 needs step_s, batch from the notebook"):
+        exercises.check("inference_vs_training.3", 1.0)
 
 
 def test_answers_to_three_significant_figures_are_accepted_and_others_are_not():
@@ -89,15 +89,15 @@ def test_every_key_without_context_rejects_a_plainly_wrong_answer():
 
 def test_a_prediction_is_measured_only_once_written(capsys):
     calls = []
-    check = labkit.check_prediction("00.4", None, variants={"x": lambda: calls.append(1)})
+    check = labkit.check_prediction("start_here.4", None, variants={"x": lambda: calls.append(1)})
     assert check.verdict is None and calls == [], "nothing is measured before the learner predicts"
     assert "write your prediction first" in capsys.readouterr().out
     with pytest.raises(ValueError, match="no prediction exercise '99.9'"):
         labkit.check_prediction("99.9", 1.0, variants={"x": lambda: 1.0})
     with pytest.raises(ValueError, match="a prediction is a positive number"):
-        labkit.check_prediction("00.4", "eight", variants={"x": lambda: 1.0}, timed=False)
+        labkit.check_prediction("start_here.4", "eight", variants={"x": lambda: 1.0}, timed=False)
     with pytest.raises(TypeError, match="exactly one of the two"):
-        labkit.check_prediction("00.4", 8.0)
+        labkit.check_prediction("start_here.4", 8.0)
 
 
 def test_a_prediction_is_judged_against_the_measured_interval(capsys, monkeypatch):
@@ -105,13 +105,13 @@ def test_a_prediction_is_judged_against_the_measured_interval(capsys, monkeypatc
     in strict mode; a noisy measurement that straddles the band's edge is undecided."""
     monkeypatch.setenv("LABKIT_CLAIMS", "strict")
     ratio = iter([7.0, 7.4, 7.2, 7.1, 7.3] * 20)
-    check = labkit.check_prediction("00.4", 8, variants={"ratio": lambda: next(ratio)}, timed=False)
+    check = labkit.check_prediction("start_here.4", 8, variants={"ratio": lambda: next(ratio)}, timed=False)
     assert (check.verdict, check.rounds) == ("holds", 5) and 7.0 <= check.measured <= 7.4
     assert check.judge(20) == "contradicted" and check.judge(7.2) == "holds" and check.judge(3.0) == "contradicted"
-    wrong = labkit.check_prediction("00.4", 20, rounds={"ratio": [7.0, 7.4, 7.2, 7.1, 7.3]})
+    wrong = labkit.check_prediction("start_here.4", 20, rounds={"ratio": [7.0, 7.4, 7.2, 7.1, 7.3]})
     assert wrong.verdict == "contradicted"
     assert "not 20. Hint: both products are compute-bound" in capsys.readouterr().out
-    noisy = labkit.check_prediction("00.4", 8, rounds={"ratio": [4.0, 7.0, 12.0, 6.0, 9.0]})
+    noisy = labkit.check_prediction("start_here.4", 8, rounds={"ratio": [4.0, 7.0, 12.0, 6.0, 9.0]})
     assert noisy.verdict == "undecided" and set(noisy.to_dict()) >= {"exercise", "prediction", "verdict", "low"}
 
 

@@ -5,10 +5,11 @@ import re
 
 import nbformat
 import pytest
+import render_docs
 from conftest import NOTEBOOKS
 from solutions import exercises, solution_code
 
-from labkit import answers
+from labkit import answers, manifest
 from labkit.sizes import SIZES
 
 
@@ -16,11 +17,26 @@ def _load(path):
     return nbformat.read(path, as_version=4)
 
 
-def test_notebooks_exist_in_teaching_order(root):
-    names = [p.name for p in NOTEBOOKS]
-    assert names[:2] == ["00_start_here.ipynb", "01_inference_vs_training.ipynb"]
-    for name in names:
-        assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", name)
+def test_the_manifest_names_every_notebook_and_each_notebook_its_manifest_entry(root):
+    """The manifest (labkit/manifest.py) is the one list of notebooks: no file outside it, no entry without a file."""
+    on_disk = {p.stem for p in (root / "notebooks").glob("*.ipynb")}
+    assert on_disk == set(manifest.slugs()), (
+        f"notebooks/ and labkit/manifest.py disagree: {on_disk ^ set(manifest.slugs())}"
+    )
+    assert manifest.slugs()[0] == "start_here" and len(set(manifest.slugs())) == len(manifest.NOTEBOOKS)
+    for entry in manifest.NOTEBOOKS:
+        heading = _load(root / "notebooks" / entry.file).cells[0].source.splitlines()[0]
+        assert heading == f"# {entry.title}", f"{entry.file}: its heading is not the manifest's title {entry.title!r}"
+
+
+def test_sizes_and_answer_keys_name_notebooks_of_the_manifest():
+    assert set(SIZES) <= set(manifest.slugs()), (
+        f"labkit.sizes.SIZES names unknown notebooks: {set(SIZES) - set(manifest.slugs())}"
+    )
+    keys = set(answers.KEY) | set(answers.PREDICTIONS)
+    assert {k.split()[0].rsplit(".", 1)[0] for k in keys} <= set(manifest.slugs()), (
+        "answer keys are '<slug>.<exercise>' (then words, if any)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -35,7 +51,10 @@ def test_parameters_cell_holds_plain_constants(path):
         assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant), ast.dump(node)
         names |= {t.id for t in node.targets}
     assert {"PROFILE", "DEVICE"} <= names
-    assert path.stem in SIZES, "its quick and full sizes live in labkit.sizes.SIZES"
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert re.search(rf"labkit\.start\(\"{path.stem}\",", code), (
+        f"{path.name} must call labkit.start({path.stem!r}, ...)"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -63,7 +82,7 @@ def test_at_least_three_exercises_with_checkers_and_folded_solutions(path):
         for call in ast.walk(ast.parse(cells[i].source)):  # the expected answer is not printed beside the stub
             if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
                 key = call.args[0].value if isinstance(call.args[0], ast.Constant) else None
-                assert key in answers.KEY and key.startswith(path.stem[:2]) and len(call.args) == 2, (
+                assert key in answers.KEY and key.rsplit(".", 1)[0] == path.stem and len(call.args) == 2, (
                     f"checker cell {i}: labkit.check(key, answer, **context) with the key of labkit/answers.py"
                 )
     for stub, _, solution in exercises(nb):  # every folded solution gives code the solutions run can execute
@@ -82,7 +101,9 @@ def test_a_predict_then_measure_exercise_with_a_folded_solution(path):
         for call in ast.walk(ast.parse(cell.source)):
             if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check_prediction":
                 key = call.args[0].value
-                assert key in answers.PREDICTIONS and key.startswith(path.stem[:2]), f"cell {i}: unknown key {key!r}"
+                assert key in answers.PREDICTIONS and key.rsplit(".", 1)[0] == path.stem, (
+                    f"cell {i}: unknown key {key!r}"
+                )
                 stub = ast.unparse(call.args[1])
                 assert re.search(rf"^{stub} = None\b", cells[i - 1].source, re.M), f"cell {i}: no stub before it"
                 asked.append(key)
@@ -123,23 +144,13 @@ def _goals(nb) -> list[str]:
     return [" ".join(item.split()) for item in re.split(r"\n- ", "\n" + found.group(1).strip())[1:]] if found else []
 
 
-def test_the_readme_map_and_the_instructor_guide_cover_every_notebook(root):
-    readme = (root / "README.md").read_text()
-    guide = (root / "docs" / "instructor.md").read_text()
-    flat_guide = " ".join(guide.split())
-    assert "docs/instructor.md" in readme
+def test_the_readme_map_and_the_instructor_guide_are_rendered_from_the_manifest(root):
+    """The README's map and the guide's tables and goals are written from the manifest and the notebooks' openings
+    (tools/render_docs.py), so they cannot drift from them: a stale one fails here."""
+    assert "docs/instructor.md" in (root / "README.md").read_text()
     for path in NOTEBOOKS:
-        goals = _goals(_load(path))
-        assert len(goals) >= 3, f"{path.name}: the opening cell needs a 'You will be able to' list"
-        for goal in goals:  # the guide repeats the goals word for word, so it cannot drift from the notebooks
-            assert goal in flat_guide, f"docs/instructor.md lacks {path.stem}'s goal: {goal!r}"
-        number = path.stem[:2]
-        assert re.search(rf"^\| {number} \| `{path.stem}` \|", readme, re.MULTILINE), (
-            f"README map: no row for {path.stem}"
-        )
-        assert re.search(rf"^\| {number} \| `{path.stem}` \| \d", guide, re.MULTILINE), (
-            f"guide: no times for {path.stem}"
-        )
+        assert len(_goals(_load(path))) >= 3, f"{path.name}: the opening cell needs a 'You will be able to' list"
+    assert render_docs.main(["--check"], root=root) == 0, "run: python tools/render_docs.py"
 
 
 def test_the_readme_has_a_binder_badge_opening_notebook_00(root):
@@ -150,5 +161,5 @@ def test_the_readme_has_a_binder_badge_opening_notebook_00(root):
     assert badge, (
         "README: no Binder badge ([![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/...))"
     )
-    assert badge.group(2).endswith("?labpath=notebooks%2F00_start_here.ipynb")
+    assert badge.group(2).endswith("?labpath=notebooks%2Fstart_here.ipynb")
     assert (root / "binder" / "environment.yml").exists() and (root / "binder" / "postBuild").exists()

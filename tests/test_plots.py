@@ -67,7 +67,7 @@ def test_a_rainbow_colormap_is_refused():
 def test_the_audit_makes_show_fail_in_a_notebook_process():
     code = (
         "import matplotlib; matplotlib.use('Agg'); import labkit, matplotlib.pyplot as plt\n"
-        "labkit.start('00_start_here', 'quick', 'cpu', show=False)\n"
+        "labkit.start('start_here', 'quick', 'cpu', show=False)\n"
         "fig, ax = plt.subplots(); ax.plot([1, 2], [1, 2]); ax.set(xlabel='x (m)', ylabel='y (m)'); plt.show()\n"
         "fig, ax = plt.subplots(); ax.plot([1, 2], [1, 2]); plt.show()\n"
     )

@@ -71,4 +71,4 @@ def test_readme_ci_and_makefile_share_the_commands(root):
     for target in ("lab:", "test:", "report:", "doctor:"):
         assert target in makefile
     assert "127.0.0.1" in makefile and "constraints.txt" in makefile
-    assert "default_url=/lab/tree/notebooks/00_start_here.ipynb" in makefile
+    assert "default_url=/lab/tree/notebooks/start_here.ipynb" in makefile

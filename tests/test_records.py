@@ -47,10 +47,10 @@ def test_result_log_round_trip(tmp_path, monkeypatch):
 
 
 def test_load_reference(tmp_path):
-    assert records.load_reference("00_start_here", root=tmp_path) == []
+    assert records.load_reference("start_here", root=tmp_path) == []
     ref = tmp_path / "results" / "reference" / "nvidia-h200"
     ref.mkdir(parents=True)
-    (ref / "00_start_here.json").write_text(json.dumps({"card": {"device_name": "H200"}, "summary": {}}))
-    found = records.load_reference("00_start_here", root=tmp_path)
+    (ref / "start_here.json").write_text(json.dumps({"card": {"device_name": "H200"}, "summary": {}}))
+    found = records.load_reference("start_here", root=tmp_path)
     assert found[0]["card"]["device_name"] == "H200"
-    assert found[0]["source_file"] == "results/reference/nvidia-h200/00_start_here.json"
+    assert found[0]["source_file"] == "results/reference/nvidia-h200/start_here.json"

@@ -1,4 +1,4 @@
-"""labkit.start: the one set-up call, and a quiet import (notebook 00)."""
+"""labkit.start: the one set-up call, and a quiet import (notebook `start_here`)."""
 
 import json
 import subprocess
@@ -32,7 +32,7 @@ from labkit import allocator
 after = dict(env=dict(os.environ), rc=dict(mpl.rcParams), show=plt.show, threads=torch.get_num_threads(),
              log=logging.getLogger("torch.utils.cpp_extension").level)
 changed = sorted(k for k in before if before[k] != after[k]) + (["allocator"] if allocator.applied else [])
-lab = labkit.start("00_start_here", "quick", "cpu", show=False)
+lab = labkit.start("start_here", "quick", "cpu", show=False)
 print(json.dumps(dict(changed=changed, threads=torch.get_num_threads(), lab_threads=lab.threads,
                       style=mpl.rcParams["axes.spines.top"] is False, audited=getattr(plt.show, "labkit_audited", False),
                       kineto=os.environ.get("KINETO_LOG_LEVEL"), card_threads=lab.card["torch_threads"])))
@@ -62,16 +62,16 @@ def test_the_course_leaves_one_core_free(monkeypatch):
 def test_start_sets_threads_and_names_the_notebook_once(monkeypatch, capsys):
     saved = torch.get_num_threads()
     try:
-        lab = labkit.start("05_batch_size", "quick", "cpu", threads=1)
+        lab = labkit.start("batch_size", "quick", "cpu", threads=1)
         assert torch.get_num_threads() == 1 and lab.threads == 1
-        assert lab.name == lab.log.notebook == lab.cfg.notebook == "05_batch_size"
+        assert lab.name == lab.log.notebook == lab.cfg.notebook == "batch_size"
         assert lab.profile == "quick" and lab.device == torch.device("cpu")
         assert "1 thread," in capsys.readouterr().out
-        with pytest.raises(KeyError, match="no sizes for notebook"):
+        with pytest.raises(KeyError, match="no notebook called .99_nothing.; the notebooks are: start_here, "):
             labkit.start("99_nothing", "quick", "cpu", threads=2)
         assert torch.get_num_threads() == 1, "a bad name fails before anything is changed"
         with pytest.raises(ValueError, match="whole number"):
-            labkit.start("05_batch_size", "quick", "cpu", threads=0)
+            labkit.start("batch_size", "quick", "cpu", threads=0)
     finally:
         torch.set_num_threads(saved)
 
@@ -87,7 +87,7 @@ def test_threads_restores_the_count_even_on_error():
 
 
 def test_references_say_when_none_are_recorded(monkeypatch, capsys):
-    lab = labkit.start("05_batch_size", "quick", "cpu", threads=torch.get_num_threads(), show=False)
+    lab = labkit.start("batch_size", "quick", "cpu", threads=torch.get_num_threads(), show=False)
     from labkit import records
 
     monkeypatch.setattr(records, "load_reference", lambda name: [])

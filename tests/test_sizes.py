@@ -29,12 +29,12 @@ def test_bad_environment_profile(monkeypatch):
 
 
 def test_settings(root):
-    s = sizes.settings("00_start_here", "quick")
+    s = sizes.settings("start_here", "quick")
     assert s.profile == "quick" and s.matmul_n > 0
-    with pytest.raises(KeyError, match="known:"):
+    with pytest.raises(KeyError, match="the notebooks are: start_here, inference_vs_training"):
         sizes.settings("99_nothing", "quick")
     with pytest.raises(ValueError, match="resolved"):
-        sizes.settings("00_start_here", "auto")
+        sizes.settings("start_here", "auto")
 
 
 def test_every_sized_notebook_exists_and_has_both_profiles(root):

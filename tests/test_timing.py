@@ -114,7 +114,7 @@ def test_helpers():
 def test_competing_load_really_competes_and_stops_its_thread():
     import threading
 
-    # Whether it slows a given piece of work depends on the machine's state (notebook 00 decides that as a claim;
+    # Whether it slows a given piece of work depends on the machine's state (notebook `start_here` decides that as a claim;
     # beside a busy neighbour a 2-thread matmul stalls erratically either way), so this checks what is certain:
     # the thread does real work while the block runs, and none after it.
     with timing.competing_load("cpu", n=128) as load:

@@ -3,7 +3,7 @@
 nbval compares those cells' outputs with what is stored, so they must hold the output of a real
 run; every other cell is committed without outputs (timings and plots differ on every machine).
 
-    python tools/refresh_notebooks.py [notebooks/NN_name.ipynb ...]
+    python tools/refresh_notebooks.py [notebooks/<slug>.ipynb ...]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 
+from labkit import manifest
 from labkit.report import run_notebook
 
 CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
@@ -60,6 +61,6 @@ def refresh(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    paths = [Path(p) for p in sys.argv[1:]] or sorted(Path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = [Path(p) for p in sys.argv[1:]] or manifest.paths("notebooks")
     for p in paths:
         refresh(p)
