@@ -31,6 +31,7 @@ test: $(STAMP) lint unit processes notebooks browser
 lint: $(STAMP)
 	$(BIN)/ruff check labkit tests notebooks tools
 	$(BIN)/ruff format --check labkit tests notebooks tools
+	$(BIN)/mypy
 
 unit: $(STAMP)
 	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m "not notebooks and not browser and not processes"
@@ -44,7 +45,7 @@ processes: $(STAMP)
 # ones; tests/test_notebooks.py then reads what each run recorded. LABKIT_AUDIT_PLOTS=1: every plt.show() fails on an
 # axis without a unit or a colour outside the palette.
 UNDER_TEST := build/under-test
-SLUGS = $(shell $(BIN)/python -c "from labkit import manifest; print(*manifest.slugs())")
+SLUGS = $(shell $(BIN)/python -c "from labkit.lab import manifest; print(*manifest.slugs())")
 NBVAL = LABKIT_HEADLESS=1 LABKIT_AUDIT_PLOTS=1 LABKIT_CLAIMS=strict LABKIT_RESULTS_DIR=$(CURDIR)/$(UNDER_TEST)/results \
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=300
 notebooks: $(STAMP)

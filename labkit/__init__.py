@@ -1,23 +1,25 @@
 """labkit: the measurement plumbing shared by the AI Workload Lab notebooks.
 
+labkit is built in floors, each a subpackage that imports only the floors below it (a test checks):
+``core`` ← ``predict`` ← ``instruments`` ← ``claims`` ← ``workloads`` ← ``parallel``, ``serving`` ← ``lab``.
 Most modules' docstrings name the notebooks that use them. The most used helpers are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
 Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
-call, ``lab = labkit.start("batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.session`).
+call, ``lab = labkit.start("batch_size", PROFILE, DEVICE)`` (see :mod:`labkit.lab.session`).
 """
 
-from . import claims, errors
-from .ceilings import (
+from . import claims
+from .core import errors
+from .core.device import choose_device, describe, sync, threads
+from .core.errors import DoesNotFitError, LabError, MeasurementError
+from .instruments.ceilings import (
     Roofline,
     low_precision_dtype,
     measure_copy_bandwidth,
     measure_matmul_ceiling,
     measure_roofline,
 )
-from .device import choose_device, describe, sync
-from .errors import DoesNotFitError, LabError, MeasurementError
-from .exercises import PredictionCheck, check, check_prediction
-from .flops import (
+from .instruments.flops import (
     arithmetic_intensity,
     attention_training_flops_per_token,
     count_flops,
@@ -25,27 +27,23 @@ from .flops import (
     flops_by_operator,
     matmul_flops,
 )
-from .memory import (
-    MemoryRecord,
-    bytes_per_parameter,
-    peak_memory,
-    state_bytes,
-)
-from .models import build_model, count_parameters, torchvision_model
-from .records import ResultLog, load_reference, machine_card
-from .scaling import fit_linear, fit_power_law
-from .session import Lab, start, threads
-from .sizes import resolve_profile, settings
-from .timing import TimingRecord, measure, throughput
+from .instruments.memory import MemoryRecord, peak_memory
+from .instruments.timing import TimingRecord, measure, throughput
+from .lab.exercises import PredictionCheck, check, check_prediction
+from .lab.records import ResultLog, load_reference, machine_card
+from .lab.session import Lab, start
+from .lab.sizes import resolve_profile, settings
+from .predict.memory_model import bytes_per_parameter, state_bytes
+from .predict.scaling import fit_linear, fit_power_law
+from .workloads.models import build_model, count_parameters, torchvision_model
 
 __version__ = "0.1.0"
 
 # Loaded on first use, so that a process that only measures (a DDP worker, the background trainer) imports
 # neither matplotlib nor tqdm nor ipywidgets.
-_LAZY = {"plot_power_law": "plots", "plot_roofline": "plots", "progress": "plots", "use_style": "plots",
-         "interact": "widgets"}  # fmt: skip
-_LAZY_MODULES = ("plots", "widgets", "report", "doctor", "cluster", "serving", "sharing", "distributed", "data",
-                 "estimate", "precision", "profiling", "procs")  # fmt: skip
+_LAZY = {"plot_power_law": "lab.plots", "plot_roofline": "lab.plots", "progress": "lab.plots", "use_style": "lab.plots",
+         "interact": "lab.widgets"}  # fmt: skip
+FLOORS = ("core", "predict", "instruments", "claims", "workloads", "parallel", "serving", "lab")  # lowest first
 
 
 def __getattr__(name: str):
@@ -53,7 +51,7 @@ def __getattr__(name: str):
 
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    elif name in _LAZY_MODULES:
+    elif name in FLOORS:
         value = importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'labkit' has no attribute {name!r}")

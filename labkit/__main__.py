@@ -22,16 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "settings":
-        from .environment import markdown_table
+        from .core.environment import markdown_table
 
         print(markdown_table())
         return 0
 
     if args.command == "doctor":
-        from .doctor import run
+        from .lab.doctor import run
 
         return run(args.device, ceilings=not args.no_ceilings)
-    from .report import main as report_main
+    from .lab.report import main as report_main
 
     return report_main(args.notebooks, args.build, args.profile, args.only)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import manifest
+from labkit.lab import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = manifest.paths(ROOT / "notebooks")  # in teaching order

@@ -21,7 +21,7 @@ import nbformat
 import papermill as pm
 from solutions import with_solutions_appended
 
-from labkit import manifest
+from labkit.lab import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMETERS = {"PROFILE": "quick"}
@@ -44,8 +44,8 @@ RECORD_RUN = """\
 import sys as _sys
 
 _error = getattr(_sys, "last_value", None)  # IPython keeps the last exception a cell raised
-labkit.records.write_json_atomic(
-    labkit.records.results_dir() / "{name}{suffix}",
+labkit.lab.records.write_json_atomic(
+    labkit.lab.records.results_dir() / "{name}{suffix}",
     dict(notebook="{name}", profile_parameter=PROFILE, error_shown=None if _error is None else repr(_error),
          learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start()),
 )"""

@@ -68,11 +68,11 @@ def asserting_checker(source: str) -> str:
         elif isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
             name = ast.unparse(call.args[0])
             expected = ast.Call(
-                func=ast.parse(f"labkit.answers.KEY[{name}].expected", mode="eval").body,
+                func=ast.parse(f"labkit.lab.answers.KEY[{name}].expected", mode="eval").body,
                 args=[],
                 keywords=copy.deepcopy(call.keywords),
             )
-            rejects = ast.parse(f"not labkit.exercises.matches(plainly_wrong(_e := {ast.unparse(expected)}), _e)")
+            rejects = ast.parse(f"not labkit.lab.exercises.matches(plainly_wrong(_e := {ast.unparse(expected)}), _e)")
             body.append(
                 ast.parse(
                     f"assert {ast.unparse(call)} is True, 'the folded solution of ' + {name} + ' is judged wrong'"

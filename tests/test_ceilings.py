@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from labkit import ceilings
+from labkit.instruments import ceilings
+from labkit.predict import specs
 
 
 def test_roofline_arithmetic():
@@ -57,11 +58,11 @@ def test_tf32_matmuls_switches_tf32_on_inside_the_block_only():
 
 def test_datasheet_ridges_are_tens_in_fp32_and_hundreds_with_tensor_cores():
     """What notebook `start_here` teaches from the datasheets: a GPU's float32 ridge is near a CPU's, its tensor cores' far above."""
-    for gpu, sheet in ceilings.DATASHEETS.items():
+    for gpu, sheet in specs.DATASHEETS.items():
         ridge = {p: sheet[f"{p}_tflops"] * 1e12 / (sheet["bandwidth_gbs"] * 1e9) for p in ("fp32", "tf32", "bf16")}
         assert 5 < ridge["fp32"] < 25, gpu
         assert ridge["tf32"] > 4 * ridge["fp32"] and ridge["bf16"] > 100, gpu
-    h200 = ceilings.DATASHEETS["H200"]
+    h200 = specs.DATASHEETS["H200"]
     assert (h200["fp32_tflops"], h200["tf32_tflops"], h200["bf16_tflops"], h200["bandwidth_gbs"]) == (
         67,
         494.5,

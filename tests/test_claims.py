@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from labkit import claims
-from labkit.records import ResultLog
-from labkit.timing import MeasurementError
+from labkit.instruments.timing import MeasurementError
+from labkit.lab.records import ResultLog
 
 
 def noisy_machine(true_s: float, rng: np.random.Generator, busy: float = 0.4, worst: float = 4.0):

@@ -1,8 +1,8 @@
-"""labkit.cluster: the four policies on scenarios small enough to work out by hand."""
+"""labkit.predict.cluster: the four policies on scenarios small enough to work out by hand."""
 
 import pytest
 
-from labkit import cluster
+from labkit.predict import cluster
 
 HOUR = 3600.0
 

@@ -1,6 +1,6 @@
 """The canary for PyTorch's private internals: after an upgrade it fails here, naming what moved.
 
-Each test checks one thing labkit reaches through :mod:`labkit.compat`, by what it must do, not only that a name
+Each test checks one thing labkit reaches through :mod:`labkit.core.compat`, by what it must do, not only that a name
 exists: where one fails, update compat.py (and only it) for the new PyTorch.
 """
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import labkit
-from labkit import compat
+from labkit.core import compat
 
 
 def test_memtracker_still_has_the_hook_and_state_that_compat_overrides():

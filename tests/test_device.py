@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from labkit import device as dev
+from labkit.core import device as dev
 
 
 def test_cpu_by_name():

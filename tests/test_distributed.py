@@ -1,4 +1,4 @@
-"""labkit.distributed: real worker processes, real gloo collectives, and failures that end cleanly."""
+"""labkit.parallel.distributed: real worker processes, real gloo collectives, and failures that end cleanly."""
 
 import os
 import signal
@@ -8,7 +8,10 @@ import time
 import psutil
 import pytest
 
-from labkit import distributed as dist
+from labkit.core import errors, procs
+from labkit.parallel import ddp_workers
+from labkit.parallel import distributed as dist
+from labkit.predict import comm_model
 
 
 def _children() -> list[psutil.Process]:
@@ -16,7 +19,7 @@ def _children() -> list[psutil.Process]:
 
 
 def _port_is_free(port: int) -> bool:
-    return not dist.port_in_use(port)
+    return not procs.port_in_use(port)
 
 
 @pytest.fixture
@@ -45,7 +48,7 @@ def store_ports(monkeypatch):
 
 @pytest.mark.processes
 def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
-    results = dist.launch(dist.allreduce_check, 2, numel=4096, backend="gloo", timeout_s=60)
+    results = dist.launch(ddp_workers.allreduce_check, 2, numel=4096, backend="gloo", timeout_s=60)
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["correct"] and r["expected"] == 3.0 for r in results)
     assert _port_is_free(store_ports[0]), "the rendezvous port is released after the run"
@@ -53,7 +56,7 @@ def test_allreduce_sums_exactly_across_two_processes(no_leftovers, store_ports):
 
 @pytest.mark.processes
 def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
-    rows = dist.launch(dist.allreduce_benchmark, 2, sizes_bytes=[4096, 1 << 20], backend="gloo", timeout_s=60)
+    rows = dist.launch(ddp_workers.allreduce_benchmark, 2, sizes_bytes=[4096, 1 << 20], backend="gloo", timeout_s=60)
     for rank_rows in rows:
         assert [r["bytes"] for r in rank_rows] == [4096, 1 << 20]
         for r in rank_rows:
@@ -70,8 +73,10 @@ def test_allreduce_benchmark_reports_nccl_tests_quantities(no_leftovers):
 )
 def test_a_failing_worker_ends_the_run_quickly_and_cleanly(mode, expected, no_leftovers, store_ports):
     start = time.monotonic()
-    with pytest.raises(dist.DistributedRunError, match=expected):
-        dist.launch(dist.faulty_worker, 2, fail_rank=1, mode=mode, at_step=3, steps=400, backend="gloo", timeout_s=60)
+    with pytest.raises(errors.DistributedRunError, match=expected):
+        dist.launch(
+            ddp_workers.faulty_worker, 2, fail_rank=1, mode=mode, at_step=3, steps=400, backend="gloo", timeout_s=60
+        )
     assert time.monotonic() - start < 30
     assert _port_is_free(store_ports[0])
 
@@ -81,8 +86,8 @@ def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftover
     # Rank 1 never reaches the all-reduce rank 0 waits in; rank 0's collective times out and the run ends.
     assert dist.DEFAULT_COLLECTIVE_TIMEOUT_S <= 25, "with the defaults, a hang must end the run within 30 s"
     start = time.monotonic()
-    with pytest.raises(dist.DistributedRunError, match=r"rank 0 .*Timed out.*rank\(s\) \[1\] never joined"):
-        dist.launch(dist.faulty_worker, 2, fail_rank=1, mode="hang", backend="gloo", collective_timeout_s=4)
+    with pytest.raises(errors.DistributedRunError, match=r"rank 0 .*Timed out.*rank\(s\) \[1\] never joined"):
+        dist.launch(ddp_workers.faulty_worker, 2, fail_rank=1, mode="hang", backend="gloo", collective_timeout_s=4)
     assert time.monotonic() - start < 4 + 15
     assert _port_is_free(store_ports[0])
 
@@ -91,8 +96,8 @@ def test_a_hanging_worker_ends_the_run_when_the_collective_times_out(no_leftover
 def test_a_run_past_its_deadline_is_stopped(no_leftovers):
     # One rank sleeping outside any collective: only the run's own deadline can catch it.
     start = time.monotonic()
-    with pytest.raises(dist.DistributedRunError, match=r"ranks \[0\] of 1 were still running after timeout_s=5"):
-        dist.launch(dist.faulty_worker, 1, fail_rank=0, mode="hang", backend="gloo", timeout_s=5)
+    with pytest.raises(errors.DistributedRunError, match=r"ranks \[0\] of 1 were still running after timeout_s=5"):
+        dist.launch(ddp_workers.faulty_worker, 1, fail_rank=0, mode="hang", backend="gloo", timeout_s=5)
     assert 5 <= time.monotonic() - start < 5 + 10
 
 
@@ -104,9 +109,16 @@ def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
     def run():
         try:
             outcome["result"] = dist.launch(
-                dist.faulty_worker, 2, fail_rank=0, mode="none", at_step=0, steps=2000, backend="gloo", timeout_s=60
+                ddp_workers.faulty_worker,
+                2,
+                fail_rank=0,
+                mode="none",
+                at_step=0,
+                steps=2000,
+                backend="gloo",
+                timeout_s=60,
             )
-        except dist.DistributedRunError as err:
+        except errors.DistributedRunError as err:
             outcome["error"] = err
 
     thread = threading.Thread(target=run)
@@ -114,7 +126,7 @@ def test_a_worker_killed_from_outside_mid_run_fails_cleanly(no_leftovers):
     deadline = time.monotonic() + 30
     victim = None
     while victim is None and time.monotonic() < deadline:
-        workers = [p for p in _children() if "labkit.distributed" in " ".join(p.cmdline())]
+        workers = [p for p in _children() if "labkit.parallel.distributed" in " ".join(p.cmdline())]
         if len(workers) == 2 and all(p.cpu_times().user > 0.5 for p in workers):  # past start-up, in the loop
             victim = workers[1]
         time.sleep(0.2)
@@ -132,7 +144,7 @@ def test_two_runs_at_once_get_their_own_ports(no_leftovers, store_ports):
     results = {}
 
     def run(name):
-        results[name] = dist.launch(dist.allreduce_check, 2, numel=1024, backend="gloo", timeout_s=60)
+        results[name] = dist.launch(ddp_workers.allreduce_check, 2, numel=1024, backend="gloo", timeout_s=60)
 
     threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
     for t in threads:
@@ -145,19 +157,19 @@ def test_two_runs_at_once_get_their_own_ports(no_leftovers, store_ports):
 
 def test_bad_input_is_refused_with_what_is_allowed():
     with pytest.raises(ValueError, match="world_size must be a positive integer"):
-        dist.launch(dist.allreduce_check, 0)
+        dist.launch(ddp_workers.allreduce_check, 0)
     with pytest.raises(ValueError, match="unknown backend 'mpi'; allowed: auto, gloo, nccl"):
-        dist.launch(dist.allreduce_check, 2, backend="mpi")
+        dist.launch(ddp_workers.allreduce_check, 2, backend="mpi")
     with pytest.raises(ValueError, match="must be defined at the top level of an importable module"):
         dist.launch(lambda ctx: None, 2)
     with pytest.raises(ValueError, match="collective_timeout_s must be a positive number of seconds"):
-        dist.launch(dist.allreduce_check, 2, collective_timeout_s=0)
+        dist.launch(ddp_workers.allreduce_check, 2, collective_timeout_s=0)
     with pytest.raises(TypeError, match=r"allreduce_check cannot take the worker arguments \['size'\]"):
-        dist.launch(dist.allreduce_check, 2, size=4096)  # a misspelt argument, refused before any process starts
+        dist.launch(ddp_workers.allreduce_check, 2, size=4096)  # a misspelt argument, refused before any process starts
     with pytest.raises(TypeError, match="positional"):
-        dist.launch(dist.allreduce_check, 2, 4096)  # worker arguments go by name only
+        dist.launch(ddp_workers.allreduce_check, 2, 4096)  # worker arguments go by name only
     with pytest.raises(ValueError, match="unknown mode"):
-        dist.faulty_worker(None, mode="explode")
+        ddp_workers.faulty_worker(None, mode="explode")
     if not dist.torch.cuda.is_available():
         with pytest.raises(ValueError, match="needs one CUDA GPU per rank"):
             dist.resolve_backend("nccl", 2)
@@ -165,7 +177,7 @@ def test_bad_input_is_refused_with_what_is_allowed():
 
 
 def test_ring_allreduce_model_matches_the_formula():
-    link = dist.Link("test", bandwidth=1e9, latency_s=1e-5)
+    link = comm_model.Link("test", bandwidth=1e9, latency_s=1e-5)
     assert link.allreduce_s(1, 1e9) == 0.0
     # n = 4: 2·3 = 6 latency steps, and each rank moves 2·3/4 of the buffer
     assert link.allreduce_s(4, 1e9) == pytest.approx(6e-5 + 1.5)
@@ -174,8 +186,11 @@ def test_ring_allreduce_model_matches_the_formula():
 
 
 def test_servers_all_reduce_inside_then_across():
-    fast, slow = dist.Link("fast", bandwidth=100e9, latency_s=0.0), dist.Link("slow", bandwidth=10e9, latency_s=0.0)
-    servers = dist.NodeLinks("2 x 4", fast, slow, per_node=4)
+    fast, slow = (
+        comm_model.Link("fast", bandwidth=100e9, latency_s=0.0),
+        comm_model.Link("slow", bandwidth=10e9, latency_s=0.0),
+    )
+    servers = comm_model.NodeLinks("2 x 4", fast, slow, per_node=4)
     assert servers.allreduce_s(4, 4e9) == fast.allreduce_s(4, 4e9)  # one server: the fast ring alone
     # 8 GPUs = 2 servers: inside, 2·3/4 · 4 GB at 100 GB/s = 0.06 s; across, each GPU's 1 GB share over a
     # 2-server ring, 2·1/2 · 1 GB at 10 GB/s = 0.1 s
@@ -186,32 +201,32 @@ def test_servers_all_reduce_inside_then_across():
 
 
 def test_fit_link_recovers_latency_and_bandwidth():
-    link = dist.Link("truth", bandwidth=2e9, latency_s=3e-5)
+    link = comm_model.Link("truth", bandwidth=2e9, latency_s=3e-5)
     sizes = [1e3, 1e5, 1e6, 1e7, 1e8]
-    fitted = dist.fit_link(sizes, [link.allreduce_s(2, s) for s in sizes], n_ranks=2)
+    fitted = comm_model.fit_link(sizes, [link.allreduce_s(2, s) for s in sizes], n_ranks=2)
     assert fitted.bandwidth == pytest.approx(2e9, rel=1e-6)
     assert fitted.latency_s == pytest.approx(3e-5, rel=1e-6)
 
 
 def test_scaling_model_efficiency_falls_as_communication_grows():
-    link = dist.Link("test", bandwidth=10e9, latency_s=1e-5)
-    one = dist.predict_data_parallel(1, compute_s=1.0, grad_bytes=4e9, link=link)
+    link = comm_model.Link("test", bandwidth=10e9, latency_s=1e-5)
+    one = comm_model.predict_data_parallel(1, compute_s=1.0, grad_bytes=4e9, link=link)
     assert one["efficiency"] == pytest.approx(1.0) and one["comm_s"] == 0
     # 8 GPUs, strong scaling: 1/8 s of compute plus 2·7/8·4e9/10e9 = 0.7 s of all-reduce (+ 14 latencies)
-    eight = dist.predict_data_parallel(8, compute_s=1.0, grad_bytes=4e9, link=link)
+    eight = comm_model.predict_data_parallel(8, compute_s=1.0, grad_bytes=4e9, link=link)
     assert eight["step_s"] == pytest.approx(0.125 + 0.7 + 14e-5)
     assert eight["speedup"] == pytest.approx(1.0 / eight["step_s"])
     shares, effs = [], []
     for n in (1, 2, 4, 8, 16, 64):
-        p = dist.predict_data_parallel(n, compute_s=1.0, grad_bytes=4e8, link=link, overlap=0.5)
+        p = comm_model.predict_data_parallel(n, compute_s=1.0, grad_bytes=4e8, link=link, overlap=0.5)
         shares.append(p["comm_share"])
         effs.append(p["efficiency"])
     assert shares == sorted(shares) and effs == sorted(effs, reverse=True)
     # weak scaling with perfect overlap and a fast link: nearly ideal
-    weak = dist.predict_data_parallel(8, compute_s=1.0, grad_bytes=1e6, link=link, overlap=1.0, scaling="weak")
+    weak = comm_model.predict_data_parallel(8, compute_s=1.0, grad_bytes=1e6, link=link, overlap=1.0, scaling="weak")
     assert weak["efficiency"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="scaling must be"):
-        dist.predict_data_parallel(2, 1.0, 1.0, link, scaling="diagonal")
+        comm_model.predict_data_parallel(2, 1.0, 1.0, link, scaling="diagonal")
 
 
 @pytest.mark.processes
@@ -222,7 +237,7 @@ def test_the_same_worker_runs_under_torchrun(no_leftovers):
 
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo" if sys.platform.startswith("linux") else "lo0")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "labkit.distributed", "labkit.distributed:allreduce_check"]  # fmt: skip
+           "-m", "labkit.parallel.distributed", "labkit.parallel.ddp_workers:allreduce_check"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     for rank in (0, 1):

@@ -1,6 +1,6 @@
 """Every public labkit helper a notebook uses says, in its docstring, which notebook teaches it; no dead helpers.
 
-"Uses" means the notebook's code names it as an attribute (``labkit.measure``, ``memory.fits_on``) or imports it.
+"Uses" means the notebook's code names it as an attribute (``labkit.measure``, ``memory_model.fits_on``) or imports it.
 """
 
 import ast
@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import manifest
+from labkit.lab import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMED = re.compile(
@@ -32,11 +32,16 @@ def _uses(code: str, name: str) -> bool:
     )
 
 
+def _module(path: Path) -> str:
+    """labkit/instruments/flops.py -> instruments.flops (labkit/claims/__init__.py -> claims)."""
+    return ".".join(path.relative_to(ROOT / "labkit").with_suffix("").parts).removesuffix("__init__").strip(".")
+
+
 def _public_helpers():
-    for path in sorted((ROOT / "labkit").glob("*.py")):
+    for path in sorted((ROOT / "labkit").rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
-                yield path.stem, node
+                yield _module(path), node
 
 
 NOTEBOOKS = _notebook_code()
@@ -60,7 +65,7 @@ def test_a_helper_names_a_notebook_that_uses_it(module, node):
 
 
 def test_every_public_helper_is_used_outside_the_tests():
-    library = {p.stem: p.read_text() for p in (ROOT / "labkit").glob("*.py")}
+    library = {_module(p): p.read_text() for p in (ROOT / "labkit").rglob("*.py")}
     tools = "\n".join(p.read_text() for p in (ROOT / "tools").glob("*.py"))
     unused = []
     for module, node in HELPERS:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchvision
 
-from labkit import doctor
+from labkit.lab import doctor
 
 
 def test_healthy_setup_passes_and_prints_the_card():

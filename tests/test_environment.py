@@ -1,18 +1,18 @@
-"""labkit.environment: every LABKIT_* variable in one table, parsed one way, listed in the docs."""
+"""labkit.core.environment: every LABKIT_* variable in one table, parsed one way, listed in the docs."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from labkit import environment
+from labkit.core import environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_every_variable_labkit_and_the_tests_read_is_in_the_table():
     used = set()
-    for path in [*ROOT.glob("labkit/*.py"), *ROOT.glob("tests/*.py"), ROOT / "Makefile", ROOT / ".ci" / "run"]:
+    for path in [*ROOT.rglob("labkit/**/*.py"), *ROOT.glob("tests/*.py"), ROOT / "Makefile", ROOT / ".ci" / "run"]:
         used |= set(re.findall(r"\bLABKIT_[A-Z_]+\b", path.read_text()))
     assert used == set(environment.SETTINGS), (
         f"missing: {used - set(environment.SETTINGS)}; unused: {set(environment.SETTINGS) - used}"
@@ -22,7 +22,7 @@ def test_every_variable_labkit_and_the_tests_read_is_in_the_table():
 @pytest.mark.parametrize("doc", ["README.md", "docs/instructor.md"])
 def test_the_docs_carry_the_same_table(doc):
     text = (ROOT / doc).read_text()
-    assert environment.markdown_table() in text, f"{doc} must carry labkit.environment.markdown_table() as it is"
+    assert environment.markdown_table() in text, f"{doc} must carry labkit.core.environment.markdown_table() as it is"
 
 
 def test_values_are_parsed_one_way_and_typos_say_what_is_allowed(monkeypatch):

@@ -1,10 +1,10 @@
-"""labkit.estimate: recovering known laws from synthetic timings, and the estimate card."""
+"""labkit.predict.estimate: recovering known laws from synthetic timings, and the estimate card."""
 
 import random
 
 import pytest
 
-from labkit import estimate
+from labkit.predict import estimate
 
 
 def test_fit_recovers_a_one_off_cost_and_a_per_unit_cost():

@@ -3,7 +3,8 @@ import torch
 import torch.nn as nn
 
 import labkit
-from labkit import flops, models
+from labkit.instruments import flops
+from labkit.workloads import models
 
 
 @pytest.mark.parametrize("m,k,n", [(512, 256, 128), (1, 1, 1), (33, 7, 5)])

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from labkit import data, large_batch, models
+from labkit.workloads import data, large_batch, models
 
 
 def test_critical_batch_fit_recovers_the_model_exactly():

@@ -1,4 +1,4 @@
-"""labkit.llm_serving: the paged cache computes what the model computes, the engine's schedulers, the metrics as
+"""labkit.serving.llm: the paged cache computes what the model computes, the engine's schedulers, the metrics as
 vLLM defines them, speculative decoding's exact output, and real models' sizes."""
 
 import math
@@ -7,8 +7,9 @@ from fractions import Fraction
 import pytest
 import torch
 
-from labkit import llm_serving as llm
-from labkit import memory, models
+from labkit.predict import memory_model
+from labkit.serving import llm
+from labkit.workloads import models
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_paged_forward_matches_the_model(gpt):
     assert (
         use["tokens"] == 12 + 6 and use["allocated_bytes"] == (3 + 2) * 4 * cache.bytes_per_token
     )  # 12 and 6 tokens in blocks of 4
-    assert cache.bytes == memory.kv_cache_bytes(2, 2, 16, 16 * 4, 1, 4)
+    assert cache.bytes == memory_model.kv_cache_bytes(2, 2, 16, 16 * 4, 1, 4)
 
 
 def test_admission_promises_blocks_and_release_returns_them(gpt):
@@ -98,10 +99,10 @@ def test_metrics_follow_vllms_definitions():
     run = llm.ServingRun("continuous", recs, duration_s=2.0, steps=3, batch_sizes=[1, 1, 1], usage=[])
     assert recs[0].tpot_s == pytest.approx((0.5 - 0.1) / 2) and recs[1].tpot_s == 0.0
     m = llm.serving_metrics(run, llm.SLO(ttft_s=0.4, tpot_s=0.19), percentiles=(50, 100))
-    assert m["completed"] == 2 and m["rejected"] == 1 and m["request_throughput"] == 1.0
-    assert m["good"] == 1 and m["goodput"] == 0.5  # request 0's TPOT misses; request 1's TTFT meets it
-    assert m["itl"][100] == pytest.approx(0.3) and m["tpot"][50] == pytest.approx(0.2)  # ITL pooled, TPOT per request
-    assert m["ttft"][100] == pytest.approx(0.4)
+    assert m.completed == 2 and m.rejected == 1 and m.request_throughput == 1.0
+    assert m.good == 1 and m.goodput == 0.5  # request 0's TPOT misses; request 1's TTFT meets it
+    assert m.itl[100] == pytest.approx(0.3) and m.tpot[50] == pytest.approx(0.2)  # ITL pooled, TPOT per request
+    assert m.ttft[100] == pytest.approx(0.4)
     with pytest.raises(ValueError, match="no request completed"):
         llm.serving_metrics(llm.ServingRun("static", recs[2:], 1.0, 0, [], []), llm.SLO(1, 1))
 
@@ -201,7 +202,7 @@ def test_decode_flops_and_intensity():
     assert spec.matmul_parameters() == spec.parameters() - 32000 * d - (2 * L + 1) * d
     assert spec.decode_flops_per_token(4096) == 2 * spec.matmul_parameters() + 4 * L * d * 4096
     # attention over the cache as PyTorch's FLOP counter counts it: one query, 64 heads of 128, 4,096 cached keys
-    from labkit.flops import count_flops
+    from labkit.instruments.flops import count_flops
 
     q, kv = torch.randn(1, 64, 1, 128), torch.randn(1, 64, 4096, 128)
     assert count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, kv, kv)) == 4 * d * 4096

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labkit import manifest
+from labkit.lab import manifest
 
 DUMMY = "a_dummy_lesson"
 
@@ -72,13 +72,13 @@ def test_inserting_a_notebook_touches_only_the_manifest_and_the_new_notebook(roo
             shutil.copy2(root / rel, copy / rel)
     before = {rel: (copy / rel).read_bytes() for rel in tracked if (copy / rel).is_file()}
 
-    source = (copy / "labkit" / "manifest.py").read_text()
+    source = (copy / "labkit" / "lab" / "manifest.py").read_text()
     entry = (
         f'    Notebook(\n        slug="{DUMMY}",\n        title="A dummy lesson",\n        question="Does it fit?",\n'
         '        topics="nothing but the manifest",\n        gpu_adds="nothing",\n    ),\n'
     )
     anchor = '    Notebook(\n        slug="memory",'
-    (copy / "labkit" / "manifest.py").write_text(source.replace(anchor, entry + anchor, 1))
+    (copy / "labkit" / "lab" / "manifest.py").write_text(source.replace(anchor, entry + anchor, 1))
     _dummy_notebook(copy / "notebooks" / f"{DUMMY}.ipynb")
 
     env = dict(os.environ, PYTHONPATH=str(copy), LABKIT_PROFILE="quick", LABKIT_HEADLESS="1")
@@ -89,7 +89,7 @@ def test_inserting_a_notebook_touches_only_the_manifest_and_the_new_notebook(roo
         [
             sys.executable,
             "-c",
-            "import labkit; from labkit import manifest; print(labkit.__file__); "
+            "import labkit; from labkit.lab import manifest; print(labkit.__file__); "
             "print(*[p.stem for p in manifest.paths('notebooks')])",
         ],  # fmt: skip
         **run,
@@ -130,7 +130,7 @@ def test_inserting_a_notebook_touches_only_the_manifest_and_the_new_notebook(roo
 
     after = {rel: (copy / rel).read_bytes() for rel in before}
     edited = sorted(rel for rel in before if after[rel] != before[rel])
-    assert edited == ["README.md", "docs/instructor.md", "labkit/manifest.py"]
+    assert edited == ["README.md", "docs/instructor.md", "labkit/lab/manifest.py"]
     for rel in ("README.md", "docs/instructor.md"):  # only inside their generated regions
         assert _regions_removed(after[rel].decode()) == _regions_removed(before[rel].decode())
     readme = after["README.md"].decode()

@@ -2,24 +2,28 @@ import pytest
 import torch
 import torch.nn as nn
 
-from labkit import memory, models
-from labkit.timing import MeasurementError
+from labkit.instruments import max_batch, memory
+from labkit.instruments.timing import MeasurementError
+from labkit.predict import memory_model
+from labkit.workloads import models
 
 
 def test_bytes_per_parameter_from_first_principles():
-    adam = memory.bytes_per_parameter("fp32 adam")
+    adam = memory_model.bytes_per_parameter("fp32 adam")
     assert (adam.parameters, adam.gradients, adam.optimizer, adam.total) == (4, 4, 8, 16)
-    assert memory.bytes_per_parameter("mixed adam").total == 16  # 2 + 2 + (4 master + 4 + 4 moments)
-    assert memory.bytes_per_parameter("fp32 sgd").total == 8
-    assert memory.bytes_per_parameter("bf16 inference").total == 2
-    assert memory.bytes_per_parameter("int8 inference").total == 1
+    assert memory_model.bytes_per_parameter("mixed adam").total == 16  # 2 + 2 + (4 master + 4 + 4 moments)
+    assert memory_model.bytes_per_parameter("fp32 sgd").total == 8
+    assert memory_model.bytes_per_parameter("bf16 inference").total == 2
+    assert memory_model.bytes_per_parameter("int8 inference").total == 1
     with pytest.raises(ValueError, match="unknown recipe 'adamw'; allowed: fp32 inference"):
-        memory.bytes_per_parameter("adamw")
+        memory_model.bytes_per_parameter("adamw")
 
 
 def test_state_bytes_only_trainable_parameters_carry_gradients_and_optimizer_state():
-    assert memory.state_bytes(1000, "fp32 adam") == dict(parameters=4000, gradients=4000, optimizer=8000)
-    assert memory.state_bytes(1000, "fp32 adam", n_trainable=10) == dict(parameters=4000, gradients=40, optimizer=80)
+    assert memory_model.state_bytes(1000, "fp32 adam") == dict(parameters=4000, gradients=4000, optimizer=8000)
+    assert memory_model.state_bytes(1000, "fp32 adam", n_trainable=10) == dict(
+        parameters=4000, gradients=40, optimizer=80
+    )
 
 
 def test_an_allocation_inside_the_call_is_counted_exactly():
@@ -44,7 +48,7 @@ def test_training_step_state_matches_first_principles_exactly():
     rec = memory.peak_memory(step, track=(mlp, opt, x, y))
     n = sum(p.numel() for p in mlp.parameters())
     n_tensors = len(list(mlp.parameters()))
-    expected = memory.state_bytes(n, "fp32 adam")
+    expected = memory_model.state_bytes(n, "fp32 adam")
     held = rec.resident_by_category
     assert held["parameters"] == expected["parameters"]
     assert held["gradients"] == expected["gradients"]
@@ -151,23 +155,25 @@ def test_fake_prediction_of_a_billion_parameters_allocates_nothing():
 
 
 def test_transformer_estimate_and_fit_check():
-    est = memory.estimate_transformer_training(1000, "fp32 adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10)
+    est = memory_model.estimate_transformer_training(
+        1000, "fp32 adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10
+    )
     assert est["parameters"] == 4000 and est["gradients"] == 4000 and est["optimizer"] == 8000
     assert est["activations"] == 2 * 8 * (18 * 4 * 3 + 2 * 10) * 4
     assert est["total"] == 16000 + est["activations"]
-    mixed = memory.estimate_transformer_training(
+    mixed = memory_model.estimate_transformer_training(
         1000, "mixed adam", batch=2, seq_len=8, d_model=4, n_layers=3, vocab=10
     )
     assert mixed["activations"] == est["activations"] // 2
     # GiB, not 10⁹ bytes: 90% of 24 GiB is 23,192,823,398 bytes (24e9 would say 21.6e9)
-    assert memory.fits_on(int(0.9 * 24 * 2**30), 24) and not memory.fits_on(int(0.9 * 24 * 2**30) + 1, 24)
-    assert memory.fits_on(22_000_000_000, 24)
+    assert memory_model.fits_on(int(0.9 * 24 * 2**30), 24) and not memory_model.fits_on(int(0.9 * 24 * 2**30) + 1, 24)
+    assert memory_model.fits_on(22_000_000_000, 24)
     with pytest.raises(ValueError, match="sizes must be positive integers"):
-        memory.estimate_transformer_training(-5)
+        memory_model.estimate_transformer_training(-5)
     with pytest.raises(ValueError, match="unknown recipe 'fp8 adam'"):
-        memory.estimate_transformer_training(1000, "fp8 adam")
+        memory_model.estimate_transformer_training(1000, "fp8 adam")
     with pytest.raises(ValueError, match="gpu_gib must be positive"):
-        memory.fits_on(1, 0)
+        memory_model.fits_on(1, 0)
 
 
 def _step_needing(bytes_per_sample: int, fixed: int = 0):
@@ -181,7 +187,7 @@ def _step_needing(bytes_per_sample: int, fixed: int = 0):
 
 def test_find_max_batch_brackets_the_limit_exactly():
     # peak = 4000 + 400·b bytes; budget 100_000 → b ≤ 240
-    search = memory.find_max_batch(_step_needing(400, 4000), "cpu", budget_bytes=100_000)
+    search = max_batch.find_max_batch(_step_needing(400, 4000), "cpu", budget_bytes=100_000)
     assert (search.largest_fitting, search.smallest_failing) == (240, 241)
     by_batch = {t.batch: t for t in search.trials}
     assert by_batch[240].fits and by_batch[240].peak_bytes == 100_000
@@ -192,22 +198,22 @@ def test_find_max_batch_brackets_the_limit_exactly():
 
 
 def test_find_max_batch_stops_at_its_limit_and_fails_clearly_when_nothing_fits():
-    search = memory.find_max_batch(_step_needing(4), "cpu", budget_bytes=10**6, limit=100)
+    search = max_batch.find_max_batch(_step_needing(4), "cpu", budget_bytes=10**6, limit=100)
     assert (search.largest_fitting, search.smallest_failing) == (100, None)
     with pytest.raises(memory.DoesNotFitError, match="even batch 1 does not fit"):
-        memory.find_max_batch(_step_needing(400, 10**6), "cpu", budget_bytes=1000)
+        max_batch.find_max_batch(_step_needing(400, 10**6), "cpu", budget_bytes=1000)
 
 
 def test_find_max_batch_rejects_bad_input():
     step = _step_needing(4)
     with pytest.raises(ValueError, match="real out-of-memory ends the process"):
-        memory.find_max_batch(step, "cpu")
+        max_batch.find_max_batch(step, "cpu")
     with pytest.raises(ValueError, match="start must be a positive integer"):
-        memory.find_max_batch(step, "cpu", budget_bytes=100, start=0)
+        max_batch.find_max_batch(step, "cpu", budget_bytes=100, start=0)
     with pytest.raises(ValueError, match="limit .* must be at least start"):
-        memory.find_max_batch(step, "cpu", budget_bytes=100, start=8, limit=4)
+        max_batch.find_max_batch(step, "cpu", budget_bytes=100, start=8, limit=4)
     with pytest.raises(ValueError, match="budget_bytes must be positive"):
-        memory.find_max_batch(step, "cpu", budget_bytes=-1)
+        max_batch.find_max_batch(step, "cpu", budget_bytes=-1)
 
 
 def test_find_max_batch_passes_a_broken_step_through():
@@ -215,7 +221,7 @@ def test_find_max_batch_passes_a_broken_step_through():
         raise RuntimeError("shape mismatch")
 
     with pytest.raises(MeasurementError, match="shape mismatch"):
-        memory.find_max_batch(broken, "cpu", budget_bytes=100)
+        max_batch.find_max_batch(broken, "cpu", budget_bytes=100)
 
 
 def test_a_model_called_several_times_in_one_measurement_is_tracked():
@@ -237,12 +243,12 @@ def test_a_model_called_several_times_in_one_measurement_is_tracked():
 
 def test_kv_cache_bytes_is_two_vectors_per_layer_head_and_token():
     # Llama 2 7B (32 layers, 32 heads of 128), 4,096 tokens in 16-bit: 2 GiB per sequence, exactly
-    assert memory.kv_cache_bytes(32, 32, 128, 4096, bytes_per_value=2) == 2 * 2**30
+    assert memory_model.kv_cache_bytes(32, 32, 128, 4096, bytes_per_value=2) == 2 * 2**30
     # Llama 2 70B shares 8 key/value heads among 64 query heads over 80 layers: 1.25 GiB
-    assert memory.kv_cache_bytes(80, 8, 128, 4096, bytes_per_value=2) == 5 * 2**28
-    assert memory.kv_cache_bytes(2, 4, 16, 10, batch=3, bytes_per_value=4) == 2 * 2 * 4 * 16 * 10 * 3 * 4
+    assert memory_model.kv_cache_bytes(80, 8, 128, 4096, bytes_per_value=2) == 5 * 2**28
+    assert memory_model.kv_cache_bytes(2, 4, 16, 10, batch=3, bytes_per_value=4) == 2 * 2 * 4 * 16 * 10 * 3 * 4
     with pytest.raises(ValueError, match="tokens must be a positive integer"):
-        memory.kv_cache_bytes(2, 4, 16, 0)
+        memory_model.kv_cache_bytes(2, 4, 16, 0)
 
 
 def test_the_kv_cache_formula_matches_what_the_model_caches():
@@ -253,7 +259,7 @@ def test_the_kv_cache_formula_matches_what_the_model_caches():
     with torch.inference_mode():
         gpt(torch.randint(0, 256, (3, 20)), caches)
     held = sum(t.nbytes for c in caches for t in c.values())
-    assert held == memory.kv_cache_bytes(spec["n_layers"], spec["n_heads"], spec["d_model"] // spec["n_heads"], 20,
+    assert held == memory_model.kv_cache_bytes(spec["n_layers"], spec["n_heads"], spec["d_model"] // spec["n_heads"], 20,
                                          batch=3, bytes_per_value=4)  # fmt: skip
 
 
@@ -261,17 +267,20 @@ def test_sharded_state_matches_the_zero_paper_and_hand_worked_cases():
     """Rajbhandari et al. (2020), figure 1: 7.5B parameters, mixed-precision Adam (K = 12), 64 data-parallel GPUs:
     120 GB per GPU without ZeRO, 31.4 at stage 1, 16.6 at stage 2, 1.9 at stage 3."""
     per_gpu = {
-        stage: sum(memory.sharded_state_bytes(7_500_000_000, "mixed adam", memory.ParallelLayout(data=64, zero=stage)).values())
+        stage: sum(memory_model.sharded_state_bytes(7_500_000_000, "mixed adam", memory_model.ParallelLayout(data=64, zero=stage)).values())
         for stage in (0, 1, 2, 3)
     }  # fmt: skip
     assert per_gpu == {0: 120e9, 1: 31.40625e9, 2: 16.640625e9, 3: 1.875e9}
     # 7B with mixed-precision Adam: 112 GB of state; 14 GB per GPU at ZeRO-3 over 8
-    assert sum(memory.sharded_state_bytes(7e9, "mixed adam", memory.ParallelLayout()).values()) == 112e9
-    assert sum(memory.sharded_state_bytes(7e9, "mixed adam", memory.ParallelLayout(data=8, zero=3)).values()) == 14e9
+    assert sum(memory_model.sharded_state_bytes(7e9, "mixed adam", memory_model.ParallelLayout()).values()) == 112e9
+    assert (
+        sum(memory_model.sharded_state_bytes(7e9, "mixed adam", memory_model.ParallelLayout(data=8, zero=3)).values())
+        == 14e9
+    )
     # tensor 8 x pipeline 4 split the model itself, whatever the ZeRO stage: 70B in 32 parts, ZeRO-1 over 2 replicas
-    layout = memory.ParallelLayout(data=2, tensor=8, pipeline=4, zero=1)
+    layout = memory_model.ParallelLayout(data=2, tensor=8, pipeline=4, zero=1)
     assert layout.gpus == 64 and str(layout) == "64 GPUs: data 2 (ZeRO-1) x tensor 8 x pipeline 4"
-    assert memory.sharded_state_bytes(70e9, "mixed adam", layout) == dict(
+    assert memory_model.sharded_state_bytes(70e9, "mixed adam", layout) == dict(
         parameters=2 * 70e9 / 32, gradients=2 * 70e9 / 32, optimizer=12 * 70e9 / 32 / 2
     )
     for bad, message in (
@@ -279,27 +288,29 @@ def test_sharded_state_matches_the_zero_paper_and_hand_worked_cases():
         (dict(zero=4), "zero must be a ZeRO stage"),
     ):
         with pytest.raises(ValueError, match=message):
-            memory.ParallelLayout(**bad)
+            memory_model.ParallelLayout(**bad)
 
 
 def test_a_layout_divides_activations_by_the_tensor_degree_only():
     sizes = dict(batch=1, seq_len=4096, d_model=4096, n_layers=32, vocab=32000)
-    whole = memory.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes)
+    whole = memory_model.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes)
     assert (
-        memory.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes, layout=memory.ParallelLayout())
+        memory_model.estimate_transformer_training(
+            7_000_000_000, "mixed adam", **sizes, layout=memory_model.ParallelLayout()
+        )
         == whole
     )
-    split = memory.estimate_transformer_training(
-        7_000_000_000, "mixed adam", **sizes, layout=memory.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3)
+    split = memory_model.estimate_transformer_training(
+        7_000_000_000, "mixed adam", **sizes, layout=memory_model.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3)
     )
     assert split["activations"] == whole["activations"] // 4  # 1F1B keeps a micro-batch's worth per stage
     assert split["parameters"] == 14_000_000_000 // 16 and split["optimizer"] == 84_000_000_000 // 16
     assert split["total"] == sum(split[k] for k in ("parameters", "gradients", "optimizer", "activations"))
     # without sequence parallelism, 4 values per token and layer stay whole on each of the 4 tensor ranks
-    no_sp = memory.estimate_transformer_training(
+    no_sp = memory_model.estimate_transformer_training(
         7_000_000_000, "mixed adam", **sizes,
-        layout=memory.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3, sequence_parallel=False),
+        layout=memory_model.ParallelLayout(data=2, tensor=4, pipeline=2, zero=3, sequence_parallel=False),
     )  # fmt: skip
     assert no_sp["activations"] == 4096 * ((4 + 14 / 4) * 4096 * 32 + 2 * 32000 / 4) * 2
     assert no_sp["activations"] > 1.6 * split["activations"]  # 7.5 of 18 values, not 4.5
-    assert "no sequence parallelism" in str(memory.ParallelLayout(tensor=2, sequence_parallel=False))
+    assert "no sequence parallelism" in str(memory_model.ParallelLayout(tensor=2, sequence_parallel=False))

@@ -3,7 +3,9 @@ import torch
 from solutions import plainly_wrong
 
 import labkit
-from labkit import answers, data, exercises, memory, models
+from labkit.instruments import memory
+from labkit.lab import answers, exercises
+from labkit.workloads import data, models
 
 
 def test_mlp_parameter_count_is_exact():

@@ -9,8 +9,8 @@ import render_docs
 from conftest import NOTEBOOKS
 from solutions import exercises, solution_code
 
-from labkit import answers, manifest
-from labkit.sizes import SIZES
+from labkit.lab import answers, manifest
+from labkit.lab.sizes import SIZES
 
 
 def _load(path):
@@ -18,10 +18,10 @@ def _load(path):
 
 
 def test_the_manifest_names_every_notebook_and_each_notebook_its_manifest_entry(root):
-    """The manifest (labkit/manifest.py) is the one list of notebooks: no file outside it, no entry without a file."""
+    """The manifest (labkit/lab/manifest.py) is the one list of notebooks: no file outside it, no entry without a file."""
     on_disk = {p.stem for p in (root / "notebooks").glob("*.ipynb")}
     assert on_disk == set(manifest.slugs()), (
-        f"notebooks/ and labkit/manifest.py disagree: {on_disk ^ set(manifest.slugs())}"
+        f"notebooks/ and labkit/lab/manifest.py disagree: {on_disk ^ set(manifest.slugs())}"
     )
     assert manifest.slugs()[0] == "start_here" and len(set(manifest.slugs())) == len(manifest.NOTEBOOKS)
     for entry in manifest.NOTEBOOKS:
@@ -31,7 +31,7 @@ def test_the_manifest_names_every_notebook_and_each_notebook_its_manifest_entry(
 
 def test_sizes_and_answer_keys_name_notebooks_of_the_manifest():
     assert set(SIZES) <= set(manifest.slugs()), (
-        f"labkit.sizes.SIZES names unknown notebooks: {set(SIZES) - set(manifest.slugs())}"
+        f"labkit.lab.sizes.SIZES names unknown notebooks: {set(SIZES) - set(manifest.slugs())}"
     )
     keys = set(answers.KEY) | set(answers.PREDICTIONS)
     assert {k.split()[0].rsplit(".", 1)[0] for k in keys} <= set(manifest.slugs()), (
@@ -83,7 +83,7 @@ def test_at_least_three_exercises_with_checkers_and_folded_solutions(path):
             if isinstance(call, ast.Call) and ast.unparse(call.func) == "labkit.check":
                 key = call.args[0].value if isinstance(call.args[0], ast.Constant) else None
                 assert key in answers.KEY and key.rsplit(".", 1)[0] == path.stem and len(call.args) == 2, (
-                    f"checker cell {i}: labkit.check(key, answer, **context) with the key of labkit/answers.py"
+                    f"checker cell {i}: labkit.check(key, answer, **context) with the key of labkit/lab/answers.py"
                 )
     for stub, _, solution in exercises(nb):  # every folded solution gives code the solutions run can execute
         compile(solution_code(cells[stub].source, cells[solution].source), f"{path.stem} solution", "exec")

@@ -17,9 +17,9 @@ import pytest
 from conftest import NOTEBOOKS
 from prepare_notebooks import RUN_SUFFIX
 
-from labkit import claims, manifest, records
-from labkit.report import run_notebook
-
+from labkit import claims
+from labkit.lab import manifest, records
+from labkit.lab.report import run_notebook
 
 
 @pytest.mark.notebooks

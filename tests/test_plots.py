@@ -1,4 +1,4 @@
-"""labkit.plots: the suite's plotting rules, and the audit that enforces them in every notebook."""
+"""labkit.lab.plots: the suite's plotting rules, and the audit that enforces them in every notebook."""
 
 import subprocess
 import sys
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from labkit import plots
+from labkit.lab import plots
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from labkit import memory, models, precision
+from labkit.instruments import memory
+from labkit.predict import memory_model
+from labkit.workloads import models, precision
 
 
 def _relative_error(approx: torch.Tensor, exact: torch.Tensor) -> float:  # ‖approx − exact‖ / ‖exact‖
@@ -29,7 +31,7 @@ def test_mixed_precision_adam_holds_2_2_12_bytes_per_parameter():
     assert rec.resident_by_category["parameters"] == 2 * n
     assert rec.resident_by_category["gradients"] == 2 * n
     assert rec.resident_by_category["optimizer"] == 12 * n  # master copy + two moments, fp32
-    expected = memory.state_bytes(n, "mixed adam")
+    expected = memory_model.state_bytes(n, "mixed adam")
     assert expected == dict(parameters=2 * n, gradients=2 * n, optimizer=12 * n)
 
 

@@ -1,4 +1,4 @@
-"""labkit.profiling: the loop split, Amdahl's law, the checklist, and the profiler wrappers."""
+"""labkit.instruments.profiling: the loop split, Amdahl's law, the checklist, and the profiler wrappers."""
 
 import json
 import time
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from labkit import profiling
+from labkit.instruments import profiling
 
 
 def test_amdahl_is_exact():

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from labkit import records
+from labkit.lab import records
 
 
 def test_machine_card_names_hardware_software_and_settings():

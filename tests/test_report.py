@@ -5,7 +5,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from labkit import report
+from labkit.lab import report
 
 GOOD = """import labkit
 import matplotlib.pyplot as plt

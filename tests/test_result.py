@@ -6,41 +6,35 @@ import pkgutil
 import torch
 
 import labkit
-from labkit import estimate, scaling
-from labkit.result import Result
+from labkit.core.result import Result
+from labkit.predict import estimate, scaling
 
-RESULT_TYPES = {
-    "ceilings": ["Ceiling", "Roofline"], "batcher": ["RequestTiming"], "claims": ["Claim"], "cluster": ["DayResult"], "comm_model": ["Link"],
-    "estimate": ["JobFit", "EstimateCard"], "exercises": ["PredictionCheck"], "large_batch": ["CriticalBatchFit"],
-    "llm_serving": ["RequestRecord", "ServingRun", "SpeculativeResult"],
-    "loads": ["LoadResult", "RateSearch"],
-    "memory": ["MemoryRecord", "BatchTrial", "BatchSearch"], "memory_model": ["StateBytes"],
-    "profiling": ["LoopTiming"], "scaling": ["PowerLawFit", "LinearFit"], "timing": ["TimingRecord"],
-}  # fmt: skip
+RESULT_NAMES = ("Record", "Result", "Fit", "Search", "Timing", "Card", "Run", "Check", "Bytes")
 
 
-def test_every_result_type_shares_to_dict_and_str():
-    for module, names in RESULT_TYPES.items():
-        mod = importlib.import_module(f"labkit.{module}")
-        for name in names:
-            cls = getattr(mod, name)
-            assert issubclass(cls, Result) and dataclasses.is_dataclass(cls), f"{module}.{name}"
-
-
-def test_no_other_dataclass_named_like_a_result_is_left_out():
-    listed = {n for names in RESULT_TYPES.values() for n in names}
-    for info in pkgutil.iter_modules(labkit.__path__):
-        if info.name in ("__main__", "loadgen"):
+def _labkit_classes():
+    """Every class a labkit module defines, found by walking the package (loadgen imports no torch, __main__ runs)."""
+    for info in pkgutil.walk_packages(labkit.__path__, "labkit."):
+        if info.name.rsplit(".", 1)[-1] in ("__main__", "loadgen"):
             continue
-        mod = importlib.import_module(f"labkit.{info.name}")
+        mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():
-            if (
-                isinstance(obj, type)
-                and obj.__module__ == mod.__name__
-                and dataclasses.is_dataclass(obj)
-                and name.endswith(("Record", "Result", "Fit", "Search", "Timing", "Card"))
-            ):
-                assert name in listed, f"labkit.{info.name}.{name} looks like a result but is not a Result"
+            if isinstance(obj, type) and obj.__module__ == mod.__name__:
+                yield info.name, name, obj
+
+
+CLASSES = list(_labkit_classes())
+
+
+def test_every_result_type_is_a_dataclass_and_every_dataclass_named_like_a_result_is_one():
+    results = {name for _, name, cls in CLASSES if issubclass(cls, Result) and cls is not Result}
+    for module, name, cls in CLASSES:
+        if issubclass(cls, Result) and cls is not Result:
+            assert dataclasses.is_dataclass(cls), f"{module}.{name} is a Result but not a dataclass"
+        elif dataclasses.is_dataclass(cls) and name.endswith(RESULT_NAMES):
+            raise AssertionError(f"{module}.{name} looks like a result but is not a Result")
+    # the walk finds the package's result types (a guard against a walk that finds nothing)
+    assert {"Claim", "TimingRecord", "MemoryRecord", "ServingRun", "EstimateCard", "StateBytes"} <= results
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from labkit import scaling
+from labkit.predict import scaling
 
 
 @pytest.mark.parametrize("exponent", [0.5, 1.0, 2.0])

@@ -1,4 +1,4 @@
-"""labkit.serving: the batching policy, the load scenarios, and the HTTP front end with its load generator."""
+"""labkit.serving.web: the batching policy, the load scenarios, and the HTTP front end with its load generator."""
 
 import json
 import subprocess
@@ -15,7 +15,9 @@ import psutil
 import pytest
 import torch
 
-from labkit import distributed, loads, serving
+from labkit.core import procs
+from labkit.serving import batcher, loads
+from labkit.serving import web as serving
 
 FEATURES = 8
 
@@ -29,7 +31,7 @@ def make_input(i):
 
 
 def test_answers_go_to_the_right_requests_and_batches_respect_max_batch():
-    server = serving.DynamicBatcher(doubler, max_batch=4, max_wait_ms=50)
+    server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=50)
     futures = [server.submit(make_input(i)) for i in range(10)]  # all queued before serving starts
     server.serve(until=lambda: True)
     for i, f in enumerate(futures):
@@ -45,21 +47,21 @@ def test_warmup_runs_every_batch_size_once_per_repeat_and_records_no_timings():
         seen.append(x.shape[0])
         return 2 * x
 
-    server = serving.DynamicBatcher(model, max_batch=5, max_wait_ms=1)
+    server = batcher.DynamicBatcher(model, max_batch=5, max_wait_ms=1)
     assert server.warmup(make_input(3), repeats=2) == [1, 2, 3, 4, 5]
     assert seen == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert server.timings == []
     with pytest.raises(ValueError, match="repeats must be a positive integer"):
         server.warmup(make_input(0), repeats=0)
     seen.clear()
-    big = serving.DynamicBatcher(model, max_batch=100, max_wait_ms=1)
+    big = batcher.DynamicBatcher(model, max_batch=100, max_wait_ms=1)
     assert big.warmup(make_input(0), repeats=1, every_size_up_to=3) == [1, 2, 3, 4, 8, 16, 32, 64, 100]
     assert seen == [1, 2, 3, 4, 8, 16, 32, 64, 100]
 
 
 def test_a_lone_request_waits_at_most_max_wait():
-    server = serving.DynamicBatcher(doubler, max_batch=64, max_wait_ms=30)
-    result = serving.single_stream(server, make_input, 5)
+    server = batcher.DynamicBatcher(doubler, max_batch=64, max_wait_ms=30)
+    result = loads.single_stream(server, make_input, 5)
     assert (result.batch_sizes == 1).all()
     assert 30 <= result.p50_ms < 30 + 40  # it waited the full 30 ms for company that never came
 
@@ -73,7 +75,7 @@ def test_a_failing_model_fails_its_batch_and_the_server_keeps_serving():
             raise RuntimeError("bad batch")
         return x
 
-    server = serving.DynamicBatcher(flaky, max_batch=1, max_wait_ms=0)
+    server = batcher.DynamicBatcher(flaky, max_batch=1, max_wait_ms=0)
     first, second = server.submit(make_input(0)), server.submit(make_input(1))
     server.serve(until=lambda: True)
     with pytest.raises(RuntimeError, match="bad batch"):
@@ -85,7 +87,7 @@ def test_interrupted_serving_fails_the_queued_requests_instead_of_leaving_them_w
     def interrupt(x):
         raise KeyboardInterrupt
 
-    server = serving.DynamicBatcher(interrupt, max_batch=1)
+    server = batcher.DynamicBatcher(interrupt, max_batch=1)
     futures = [server.submit(make_input(i)) for i in range(3)]
     with pytest.raises(KeyboardInterrupt):
         server.serve(until=lambda: True)
@@ -95,15 +97,15 @@ def test_interrupted_serving_fails_the_queued_requests_instead_of_leaving_them_w
 
 
 def test_offline_batches_fill_up_and_latencies_are_counted_from_arrival():
-    server = serving.DynamicBatcher(doubler, max_batch=16, max_wait_ms=1)
-    result = serving.offline(server, make_input, 64)
+    server = batcher.DynamicBatcher(doubler, max_batch=16, max_wait_ms=1)
+    result = loads.offline(server, make_input, 64)
     assert len(result.latencies_s) == 64 and result.mean_batch == 16
     assert result.p99_ms >= result.p90_ms >= result.p50_ms > 0
 
 
 def test_poisson_load_is_served_at_the_offered_rate():
-    server = serving.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
-    result = serving.poisson(server, make_input, rate=500, n=200, seed=1)
+    server = batcher.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
+    result = loads.poisson(server, make_input, rate=500, n=200, seed=1)
     assert len(result.latencies_s) == 200
     assert 0.7 * 500 < result.throughput < 1.4 * 500  # 200 exponential gaps: the mean rate within noise
     assert result.offered_rate == 500
@@ -116,8 +118,8 @@ def test_find_max_rate_brackets_a_server_with_a_known_capacity():
         time.sleep(0.002)
         return x
 
-    server = serving.DynamicBatcher(slow, max_batch=1, max_wait_ms=0)
-    search = serving.find_max_rate(server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3)
+    server = batcher.DynamicBatcher(slow, max_batch=1, max_wait_ms=0)
+    search = loads.find_max_rate(server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3)
     assert search.best_rate is not None and search.best.p99_ms <= 30
     assert search.best_rate < 500, "no bound lets one-at-a-time service exceed its capacity"
 
@@ -129,28 +131,28 @@ def test_find_max_rate_climbs_past_a_slow_start_at_low_load(monkeypatch):
         p99 = 25.0 if rate < 300 else 5.0
         return SimpleNamespace(offered_rate=rate, p99_ms=p99, throughput=min(rate, 1000.0))
 
-    monkeypatch.setattr(loads, "poisson", fake_poisson)  # the scenarios live in labkit.loads
-    server = serving.DynamicBatcher(doubler)
-    search = serving.find_max_rate(server, make_input, p99_bound_ms=10, low=100, high=10_000, n=10, steps=8)
+    monkeypatch.setattr(loads, "poisson", fake_poisson)  # the scenarios live in labkit.serving.loads
+    server = batcher.DynamicBatcher(doubler)
+    search = loads.find_max_rate(server, make_input, p99_bound_ms=10, low=100, high=10_000, n=10, steps=8)
     rates = [t.offered_rate for t in search.trials]
     assert rates[:3] == pytest.approx([100, 100, 316.23], rel=1e-4)  # 100/s failed twice; the next rate up met
     assert 950 < search.best_rate <= 1000 / 0.9 and search.best.p99_ms <= 10
-    never = serving.find_max_rate(server, make_input, p99_bound_ms=1, low=100, high=10_000, n=10)
+    never = loads.find_max_rate(server, make_input, p99_bound_ms=1, low=100, high=10_000, n=10)
     assert never.best_rate is None and len(never.trials) == 8  # four rates, each tried twice
 
 
 def test_bad_settings_are_refused_with_what_is_allowed():
     with pytest.raises(ValueError, match="max_batch must be a positive integer"):
-        serving.DynamicBatcher(doubler, max_batch=0)
+        batcher.DynamicBatcher(doubler, max_batch=0)
     with pytest.raises(ValueError, match="max_wait_ms must be zero or a positive"):
-        serving.DynamicBatcher(doubler, max_wait_ms=-1)
-    server = serving.DynamicBatcher(doubler)
+        batcher.DynamicBatcher(doubler, max_wait_ms=-1)
+    server = batcher.DynamicBatcher(doubler)
     with pytest.raises(ValueError, match="rate must be a positive number"):
-        serving.poisson(server, make_input, rate=0, n=10)
+        loads.poisson(server, make_input, rate=0, n=10)
     with pytest.raises(ValueError, match="positive integer"):
-        serving.offline(server, make_input, 0)
+        loads.offline(server, make_input, 0)
     with pytest.raises(ValueError, match="need 0 < low < high"):
-        serving.find_max_rate(server, make_input, 10, low=100, high=10)
+        loads.find_max_rate(server, make_input, 10, low=100, high=10)
 
 
 def _post(url, body: bytes, method="POST"):
@@ -164,7 +166,7 @@ def _post(url, body: bytes, method="POST"):
 
 @pytest.mark.processes
 def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
-    server = serving.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
+    server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
     stop = threading.Event()
     serving_thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
     serving_thread.start()
@@ -189,7 +191,7 @@ def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
             # still healthy after all of that
             assert _post(url + "/predict", json.dumps({"inputs": [0.5] * FEATURES}).encode())[0] == 200
         port = int(url.rsplit(":", 1)[1])
-        assert not distributed.port_in_use(port), "leaving the block closes the listening socket"
+        assert not procs.port_in_use(port), "leaving the block closes the listening socket"
     finally:
         stop.set()
         serving_thread.join(timeout=5)
@@ -197,7 +199,7 @@ def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
 
 @pytest.mark.processes
 def test_http_load_from_a_second_process_leaves_nothing_behind():
-    server = serving.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
+    server = batcher.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with serving.serve_http(server, FEATURES) as url:
         result = serving.http_load(server, url, FEATURES, rate=200, n=50, max_s=10)

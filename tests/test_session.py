@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import labkit
-from labkit import session
+from labkit.lab import session
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -28,7 +28,7 @@ import torch
 before = dict(env=dict(os.environ), rc=dict(mpl.rcParams), show=plt.show, threads=torch.get_num_threads(),
               log=logging.getLogger("torch.utils.cpp_extension").level)
 import labkit
-from labkit import allocator
+from labkit.core import allocator
 after = dict(env=dict(os.environ), rc=dict(mpl.rcParams), show=plt.show, threads=torch.get_num_threads(),
              log=logging.getLogger("torch.utils.cpp_extension").level)
 changed = sorted(k for k in before if before[k] != after[k]) + (["allocator"] if allocator.applied else [])
@@ -88,7 +88,7 @@ def test_threads_restores_the_count_even_on_error():
 
 def test_references_say_when_none_are_recorded(monkeypatch, capsys):
     lab = labkit.start("batch_size", "quick", "cpu", threads=torch.get_num_threads(), show=False)
-    from labkit import records
+    from labkit.lab import records
 
     monkeypatch.setattr(records, "load_reference", lambda name: [])
     assert lab.references(lambda ref: print("never")) == []
@@ -106,7 +106,8 @@ def test_keeping_freed_memory_keeps_it_in_the_process():
     # memory drops after free), the course's setting keeps it (resident memory stays). The card says which.
     code = """
 import ctypes, os, json
-from labkit import allocator, records
+from labkit.core import allocator
+from labkit.lab import records
 applied = allocator.keep_freed_memory() if os.environ.get("APPLY") == "1" else False
 page = os.sysconf("SC_PAGE_SIZE")
 rss = lambda: int(open("/proc/self/statm").read().split()[1]) * page
@@ -126,19 +127,19 @@ print(json.dumps(dict(applied=applied, kept=(rss() - held + n) / n, card=records
 
 @pytest.mark.processes
 def test_measuring_processes_import_no_plotting_or_widgets():
-    # A DDP worker runs `python -m labkit.distributed`, the background trainer `python -m labkit.sharing`: both import
+    # A DDP worker runs `python -m labkit.parallel.distributed`, the background trainer `python -m labkit.serving.sharing`: both import
     # the package, and neither needs matplotlib, tqdm's notebook bar or ipywidgets. (PyTorch itself imports plain
     # tqdm, for torch.hub.) The load generator is a script that imports neither labkit nor torch.
     code = (
-        "import sys, labkit, labkit.distributed, labkit.sharing\n"
+        "import sys, labkit, labkit.parallel.distributed, labkit.serving.sharing\n"
         "print(sorted(m for m in ('matplotlib', 'tqdm.auto', 'tqdm.notebook', 'ipywidgets') if m in sys.modules))"
     )
     run = _python(code)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines()[-1] == "[]"
-    loadgen = Path(labkit.__file__).with_name("loadgen.py")
+    loadgen = Path(labkit.__file__).parent / "serving" / "loadgen.py"
     code = (
-        f"import runpy, sys, tempfile; out = tempfile.mktemp(); sys.path.insert(0, {str(loadgen.parent)!r})\n"
+        "import runpy, sys, tempfile; out = tempfile.mktemp()\n"
         "sys.argv = ['loadgen.py', 'http://127.0.0.1:9', '--features', '1', '--rate', '50', '--requests', '2',\n"
         "            '--max-seconds', '1', '--out', out]\n"
         f"try:\n    runpy.run_path({str(loadgen)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
@@ -146,4 +147,4 @@ def test_measuring_processes_import_no_plotting_or_widgets():
     )
     run = _python(code)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip().splitlines()[-1] == "['procs']", "the load generator imports labkit/procs.py only"
+    assert run.stdout.strip().splitlines()[-1] == "['procs']", "the load generator imports labkit/core/procs.py only"

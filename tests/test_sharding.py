@@ -1,4 +1,4 @@
-"""labkit.sharding on real gloo processes: ZeRO/FSDP, tensor and pipeline parallelism, and what they hold and send."""
+"""labkit.parallel.sharding on real gloo processes: ZeRO/FSDP, tensor and pipeline parallelism, and what they hold and send."""
 
 import time
 
@@ -7,9 +7,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from labkit import distributed, memory, sharding
-from labkit.claims import _calls_per_block
-from labkit.ddp_workers import WorkerContext, _rounds
+from labkit.claims import calls_per_block
+from labkit.core import errors, procs
+from labkit.parallel import distributed, sharding
+from labkit.parallel.ddp_workers import WorkerContext, _rounds
+from labkit.predict import memory_model
 
 TINY = dict(
     sharding=dict(width=64, depth=2, classes=4, global_batch=16, steps=2, rounds=3),
@@ -52,19 +54,19 @@ def test_the_tour_shards_exactly_computes_the_same_and_leaves_nothing_behind():
 
 @pytest.mark.processes
 def test_a_pipeline_needs_two_ranks_and_a_bad_layout_is_a_clear_error():
-    with pytest.raises(distributed.DistributedRunError, match="a pipeline needs at least 2 ranks") as failed:
+    with pytest.raises(errors.DistributedRunError, match="a pipeline needs at least 2 ranks") as failed:
         distributed.launch(sharding.pipeline_benchmark, 1, backend="gloo", timeout_s=60, width=8, layers_per_stage=1,
                            micro_batch=2, microbatches=[2])  # fmt: skip
-    assert distributed.running_workers() == [] and not distributed.port_in_use(failed.value.port)
+    assert distributed.running_workers() == [] and not procs.port_in_use(failed.value.port)
     with pytest.raises(
-        distributed.DistributedRunError, match="exited with code 1.*must be a multiple of head_dim"
+        errors.DistributedRunError, match="exited with code 1.*must be a multiple of head_dim"
     ):  # fails mid-run
         distributed.launch(sharding.parallelism_tour, 2, backend="gloo", timeout_s=60, **dict(TINY, tensor=dict(d_model=30, head_dim=8, batch=1, tokens=4)))  # fmt: skip
     assert distributed.running_workers() == []
     with pytest.raises(ValueError, match="d_model \\(30\\) must be a multiple of head_dim \\(8\\)"):
         sharding.TPAttention(30, 8)
     with pytest.raises(ValueError, match="tensor must be a positive integer"):
-        memory.ParallelLayout(tensor=0)
+        memory_model.ParallelLayout(tensor=0)
 
 
 def test_worker_rounds_time_blocks_long_enough_to_measure_and_report_seconds_per_call():
@@ -91,7 +93,7 @@ def test_worker_rounds_time_blocks_long_enough_to_measure_and_report_seconds_per
     assert per_block["50 ms"] == 1 and 3 <= per_block["4 ms"] <= 5  # 20 ms / 4 ms, fewer where a sleep overruns
     assert per_block["instant"] > 100
     assert all(0.004 <= t < 0.04 for t in samples["4 ms"]) and all(t >= 0.05 for t in samples["50 ms"])
-    assert [_calls_per_block(t, 0.02) for t in (1e-9, 0.004, 0.05)] == [10_000, 5, 1]
+    assert [calls_per_block(t, 0.02) for t in (1e-9, 0.004, 0.05)] == [10_000, 5, 1]
 
 
 def test_bytes_on_the_wire_follow_the_ring_model():

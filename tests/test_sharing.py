@@ -1,4 +1,4 @@
-"""labkit.sharing: the background trainer and the OS isolation levers."""
+"""labkit.serving.sharing: the background trainer and the OS isolation levers."""
 
 import os
 import time
@@ -6,7 +6,7 @@ import time
 import psutil
 import pytest
 
-from labkit import sharing
+from labkit.serving import sharing
 
 
 @pytest.mark.processes

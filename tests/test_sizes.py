@@ -1,6 +1,6 @@
 import pytest
 
-from labkit import sizes
+from labkit.lab import sizes
 
 
 def test_explicit_profiles_pass_through(monkeypatch):

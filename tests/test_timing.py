@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.utils.benchmark as benchmark
 
-from labkit import claims, timing
+from labkit import claims
+from labkit.instruments import timing
 
 
 def test_record_fields_are_consistent():

@@ -1,6 +1,6 @@
 import pytest
 
-from labkit import widgets
+from labkit.lab import widgets
 
 
 def test_headless_runs_the_function_once_with_its_defaults(monkeypatch):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import nbformat
 
-from labkit import manifest
-from labkit.report import run_notebook
+from labkit.lab import manifest
+from labkit.lab.report import run_notebook
 
 CHECK_MARK = "# NBVAL_CHECK_OUTPUT"
 

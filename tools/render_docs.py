@@ -1,6 +1,6 @@
 """Write the parts of README.md and docs/instructor.md that come from the notebooks' manifest.
 
-``labkit/manifest.py`` holds the notebooks' order, titles, questions and what a GPU adds; each notebook's opening
+``labkit/lab/manifest.py`` holds the notebooks' order, titles, questions and what a GPU adds; each notebook's opening
 holds its learning goals; ``docs/running_times.json`` holds measured running times. From them this writes, between
 marker comments, the README's map of the notebooks and the instructor guide's running-times table and goals, so
 that adding or moving a notebook never means editing a table by hand.
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import nbformat
 
-from labkit import manifest
+from labkit.lab import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMES = Path("docs") / "running_times.json"
-BEGIN = "<!-- begin {name}: written by tools/render_docs.py from labkit/manifest.py; edit there, not here -->"
+BEGIN = "<!-- begin {name}: written by tools/render_docs.py from labkit/lab/manifest.py; edit there, not here -->"
 END = "<!-- end {name} -->"
 
 

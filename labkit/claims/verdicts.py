@@ -1,0 +1,276 @@
+"""Verdicts on timing claims: the statistics behind :mod:`labkit.claims` (every notebook).
+
+A claim is decided on interleaved rounds of timings (:func:`labkit.claims.compare` takes them): a bootstrap
+interval over rounds on the claimed quantity, then **holds** (the 95% interval wholly on the claimed side),
+**contradicted** (the 99% interval wholly on the wrong side, over at least 5 rounds) or **undecided**.
+This module holds that decision (:func:`decide`), the :class:`Claim` it returns, how a claim is shown and
+recorded (:func:`report`), strict mode, and the whole-run rule for undecided claims (:func:`noisy_run`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core import environment
+from ..core.errors import ClaimContradicted
+from ..core.result import Result
+
+# A claim's quantity: from each variant's statistic (a float, or an array of bootstrap resamples) to a number (or
+# an array of them).
+Quantity = Callable[[Mapping], Any]
+
+CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
+HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
+RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval's ends to settle to ~1%
+# A contradicted claim fails a test run, so it needs stronger evidence than "holds": its 99% interval must lie
+# wholly on the wrong side, over at least this many rounds (a bootstrap over 3 or 4 rounds is overconfident).
+CONTRADICTION_CONFIDENCE = 0.99
+MIN_ROUNDS_TO_CONTRADICT = 5
+_OPS = (">", "<", "between")
+
+
+def strict() -> bool:
+    """True under ``make test`` / ``make report`` (``LABKIT_CLAIMS=strict``): contradicted claims raise."""
+    return environment.get(CLAIMS_ENV) == "strict"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Where the claimed quantity must lie: ``(">", t)``, ``("<", t)`` or ``("between", lo, hi)``."""
+
+    op: str
+    low: float
+    high: float
+
+    @classmethod
+    def parse(cls, spec: Sequence | Expectation) -> Expectation:
+        if isinstance(spec, Expectation):
+            return spec
+        allowed = "('>', margin), ('<', margin) or ('between', low, high)"
+        if not isinstance(spec, Sequence) or isinstance(spec, str) or not spec or spec[0] not in _OPS:
+            raise ValueError(f"expect must be {allowed}, got {spec!r}")
+        op, *values = spec
+        if len(values) != (2 if op == "between" else 1) or not all(isinstance(v, int | float) for v in values):
+            raise ValueError(f"expect must be {allowed}, got {spec!r}")
+        if op == ">":
+            return cls(op, float(values[0]), math.inf)
+        if op == "<":
+            return cls(op, -math.inf, float(values[0]))
+        if not values[0] < values[1]:
+            raise ValueError(f"expect ('between', low, high) needs low < high, got {spec!r}")
+        return cls(op, float(values[0]), float(values[1]))
+
+    def verdict(self, low: float, high: float, wide: tuple[float, float] | None = None) -> str:
+        """Holds if the interval [low, high] lies inside the claimed region; contradicted if the ``wide`` interval
+        (the same one if not given) lies wholly outside it; undecided otherwise."""
+        if self.low < low and high < self.high:
+            return HOLDS
+        wide_low, wide_high = wide if wide is not None else (low, high)
+        if wide_high < self.low or wide_low > self.high:
+            return CONTRADICTED
+        return UNDECIDED
+
+    def __str__(self) -> str:
+        if self.op == ">":
+            return f"> {self.low:.3g}"
+        if self.op == "<":
+            return f"< {self.high:.3g}"
+        return f"between {self.low:.3g} and {self.high:.3g}"
+
+
+@dataclass
+class Claim(Result):
+    """A decided claim: what was claimed, the measured quantity with its interval, and the verdict."""
+
+    statement: str
+    expect: str
+    verdict: str
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    rounds: int
+    seconds: float
+    stats: dict[str, float]  # the robust statistic of each variant (seconds per call when timed)
+    spread: dict[str, float]  # IQR / median of each variant over the rounds
+    samples: dict[str, list[float]] = field(repr=False)
+    prediction: str | None = None
+    unit: str = ""
+    threads: int | None = None
+    load_average: float | None = None
+    cpus: int | None = None
+    others: list[Claim] = field(default_factory=list, repr=False)  # claims decided on the same rounds (``also``)
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != UNDECIDED
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.pop("others")
+        return out
+
+    def _value(self, x: float) -> str:
+        return f"{x:.3g}{self.unit}"
+
+    def __str__(self) -> str:
+        mark = {HOLDS: "holds ✓", CONTRADICTED: "CONTRADICTED ✗", UNDECIDED: "undecided ?"}[self.verdict]
+        lines = [f"Claim: {self.statement}"]
+        if self.prediction:
+            lines.append(f"  predicted: {self.prediction}")
+        lines.append(
+            f"  measured:  {self._value(self.estimate)} ({self.confidence:.0%} interval "
+            f"{self._value(self.low)} to {self._value(self.high)}; {self.rounds} interleaved rounds, "
+            f"{self.seconds:.1f} s)"
+        )
+        lines.append(f"  claimed:   {self.expect}  ->  {mark}")
+        if self.verdict == UNDECIDED:
+            spread = ", ".join(f"{name} {s:.0%}" for name, s in self.spread.items())
+            load = f"load average {self.load_average:.2f} on {self.cpus} CPUs" if self.load_average is not None else ""
+            lines.append(
+                f"  too noisy to tell: spread over rounds (IQR/median) {spread}; {load}. "
+                "Close other programs and run this cell again, or give the claim a larger budget_s."
+            )
+        elif self.verdict == CONTRADICTED:
+            lines.append(
+                "  on this machine the measurement is confidently on the wrong side of the claim (even its 99% "
+                "interval): read the explanation below, and tell us (with your machine card) if it surprises you."
+            )
+        return "\n".join(lines)
+
+
+# Quantities a claim can be about. Each takes the per-variant statistics as a mapping of name -> value,
+# where a value is a float or a NumPy array of bootstrap resamples, and works elementwise on both.
+
+
+def _statistic(samples: np.ndarray, quantile: float, higher: np.ndarray, axis: int) -> np.ndarray:
+    """Per variant: the ``quantile`` of lower-is-better samples, the 1 − ``quantile`` of higher-is-better."""
+    low = np.quantile(samples, quantile, axis=axis)
+    high = np.quantile(samples, 1.0 - quantile, axis=axis)
+    return np.where(higher, high, low)
+
+
+def decide(
+    samples: Mapping[str, Sequence[float]],
+    quantity: Quantity,
+    expect: Sequence | Expectation,
+    *,
+    better: str | Mapping[str, str] = "lower",
+    quantile: float = 0.25,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[str, float, float, float, dict[str, float]]:
+    """Decide a claim from per-round samples (one value per variant per round, rounds aligned).
+
+    Returns ``(verdict, estimate, low, high, stats)``. Used by :func:`compare` after every round, and
+    directly by tests on synthetic timings.
+    """
+    names = list(samples)
+    lengths = {len(samples[n]) for n in names}
+    if len(lengths) != 1:
+        raise ValueError(f"every variant needs the same number of rounds, got {[len(samples[n]) for n in names]}")
+    table = np.asarray([samples[n] for n in names], dtype=float).T  # (rounds, variants)
+    if table.shape[0] < 2:
+        raise ValueError("a claim needs at least two rounds to put an interval on it")
+    if not np.isfinite(table).all():
+        raise ValueError("a sample is not a finite number; a variant failed or returned nothing")
+    higher = np.asarray([_better(better, n) == "higher" for n in names])
+    point = _statistic(table, quantile, higher, axis=0)
+    stats = {n: float(v) for n, v in zip(names, point, strict=True)}
+    estimate = float(quantity(stats))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, table.shape[0], size=(RESAMPLES, table.shape[0]))
+    resampled = _statistic(table[picks], quantile, higher, axis=1)  # (resamples, variants)
+    values = np.asarray(quantity({n: resampled[:, j] for j, n in enumerate(names)}), dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0 or not math.isfinite(estimate):
+        raise ValueError("the claim's quantity is not a finite number for these measurements")
+    tail = (1.0 - confidence) / 2
+    wide_tail = (1.0 - max(confidence, CONTRADICTION_CONFIDENCE)) / 2
+    low, high, wide_low, wide_high = (
+        float(v) for v in np.quantile(values, [tail, 1.0 - tail, wide_tail, 1.0 - wide_tail])
+    )
+    verdict = Expectation.parse(expect).verdict(low, high, wide=(wide_low, wide_high))
+    if verdict == CONTRADICTED and table.shape[0] < MIN_ROUNDS_TO_CONTRADICT:
+        verdict = UNDECIDED  # too few rounds to fail anything on
+    return verdict, estimate, low, high, stats
+
+
+def _claim(statement, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit):
+    """A :class:`Claim` from decided rounds, with the spread and the machine's load at this moment."""
+    return Claim(
+        statement=statement,
+        expect=str(expectation),
+        verdict=verdict,
+        estimate=estimate,
+        low=low,
+        high=high,
+        confidence=confidence,
+        rounds=len(next(iter(samples.values()))),
+        seconds=0.0,
+        stats=stats,
+        spread=_spread(samples),
+        samples={n: list(v) for n, v in samples.items()},
+        prediction=prediction,
+        unit=unit,
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        cpus=os.cpu_count(),
+    )
+
+
+def _raise_if_contradicted(result: Claim) -> None:
+    if result.verdict == CONTRADICTED and strict():
+        raise ClaimContradicted(
+            f"{result.statement}: measured {result.estimate:.3g} [{result.low:.3g}, {result.high:.3g}], "
+            f"claimed {result.expect}"
+        )
+
+
+def report(result: Claim, log=None, show: bool = True, raise_now: bool = True) -> Claim:
+    """Show a decided claim, record it in ``log``, and raise in strict mode if it was contradicted."""
+    if show:
+        print(result)
+    if log is not None:
+        log.add_claim(result)
+    if raise_now:
+        _raise_if_contradicted(result)
+    return result
+
+
+def noisy_run(decided: Sequence[Mapping]) -> str | None:
+    """The whole-run rule of ``make test`` and ``make report``: ``None`` if the run was quiet enough, else why not.
+
+    A contradicted claim fails its own notebook. Undecided claims (too noisy to tell) are listed but fail nothing,
+    unless the whole run was unusually noisy: more than a quarter of its timing claims, and more than two,
+    undecided. Then the machine was too busy for the run to test anything, and a pass would mean nothing.
+    """
+    undecided = [c for c in decided if c["verdict"] == UNDECIDED]
+    limit = max(2, len(decided) // 4)
+    if len(undecided) <= limit:
+        return None
+    return (
+        f"{len(undecided)} of {len(decided)} timing claims were undecided (the limit is {limit}): the machine was too "
+        "busy for this run to test them; run it again when the machine is quieter"
+    )
+
+
+def _spread(samples: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """IQR / median of each variant's rounds: how noisy the measurement was (shown when undecided)."""
+    spread = {}
+    for name, values in samples.items():
+        q1, median, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+        spread[name] = float((q3 - q1) / median) if median else float("inf")
+    return spread
+
+
+def _better(better: str | Mapping[str, str], name: str) -> str:
+    value = better.get(name, "lower") if isinstance(better, Mapping) else better
+    if value not in ("lower", "higher"):
+        raise ValueError(f"better must be 'lower' (times) or 'higher' (rates), got {value!r} for {name!r}")
+    return value

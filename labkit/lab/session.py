@@ -1,0 +1,115 @@
+"""One visible set-up call per notebook: ``lab = labkit.start("batch_size", PROFILE, DEVICE)``.
+
+``import labkit`` changes nothing in the process. :func:`start` is where a notebook asks for the course's
+settings, each said out loud in its printed line:
+
+- the device (:func:`~labkit.core.device.choose_device`) and the profile's sizes (:mod:`labkit.lab.sizes`);
+- **PyTorch's CPU threads: all cores but one** (``LABKIT_THREADS`` overrides). A PyTorch operation splits
+  its work evenly over its threads and waits for the slowest. With one thread per core, any other program
+  that wakes up (a browser, a second notebook, a CI neighbour) takes a core from one of them and the whole
+  operation waits for it: on a 2-core machine beside a program that keeps one core busy, whole notebooks ran
+  several times slower on 2 threads than on 1. One core left free absorbs the rest of the machine. PyTorch's
+  CPU performance guide gives the same advice: never run more busy threads than cores. Notebook `start_here` shows it.
+- the C allocator keeps freed memory in the process (:mod:`labkit.core.allocator`; ``LABKIT_MALLOPT=0`` leaves it);
+- the suite's plot style, and under ``make test`` the plot audit (``LABKIT_AUDIT_PLOTS``);
+- quiet logs from the profiler's tracing library and from ``torch.utils.cpp_extension``;
+- the machine card and the result log, named once.
+
+Taught in notebook `start_here` (start here); every notebook starts with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import torch
+
+from ..core import environment
+from ..core.device import usable_cores
+
+THREADS_ENV = "LABKIT_THREADS"
+
+
+def default_threads() -> int:
+    """PyTorch CPU threads for the course: ``LABKIT_THREADS`` if set, else all usable cores but one (at least 1)."""
+    value = environment.get(THREADS_ENV)
+    return value if value is not None else max(1, usable_cores() - 1)
+
+
+@dataclass
+class Lab:
+    """What :func:`start` set up for one notebook: its name, device, sizes, machine card and result log."""
+
+    name: str
+    device: torch.device
+    profile: str
+    cfg: SimpleNamespace
+    card: dict
+    log: object  # a records.ResultLog
+    threads: int
+    cores: int = field(default_factory=usable_cores)
+
+    def references(self, describe: Callable[[dict], None]) -> list[dict]:
+        """Show the reference results recorded on datacenter GPUs for this notebook, one block per GPU.
+
+        Each block starts with the GPU's card line; then ``describe(ref)`` prints what the notebook wants to
+        set beside its own numbers (``ref["summary"]`` holds the results, ``ref["card"]`` the machine).
+        Returns the references (an empty list, said so, when none are recorded yet).
+        """
+        from .records import card_line, load_reference
+
+        found = load_reference(self.name)
+        if not found:
+            print("No reference GPU results are recorded in results/reference/ yet: every number above is from "
+                  "this machine.")  # fmt: skip
+        for ref in found:
+            print(f"{card_line(ref['card'])}  [{ref['source_file']}]")
+            describe(ref)
+        return found
+
+
+def start(
+    name: str,
+    profile: str | None = "auto",
+    device: str | torch.device | None = "auto",
+    *,
+    dtype: str = "float32",
+    threads: int | None = None,
+    show: bool = True,
+) -> Lab:
+    """Set up notebook ``name`` (e.g. ``"batch_size"``): device, sizes, threads, style, card and log.
+
+    Taught in notebook `start_here`.
+
+    ``profile`` and ``device`` are the notebook's parameters ("auto" lets ``LABKIT_PROFILE`` /
+    ``LABKIT_DEVICE`` decide); ``dtype`` names the number formats the notebook measures, for the card;
+    ``threads`` overrides the course's CPU thread count (see the module's docstring). Prints one line
+    naming the machine and the settings unless ``show=False``.
+    """
+    from ..core import allocator
+    from ..core import device as device_mod
+    from . import plots, records, sizes
+
+    chosen = device_mod.choose_device(device)
+    resolved = sizes.resolve_profile(profile, chosen)
+    cfg = sizes.settings(name, resolved)  # an unknown notebook name fails here, before anything is changed
+    n_threads = default_threads() if threads is None else threads
+    if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
+        raise ValueError(f"threads must be a whole number, 1 or more; got {n_threads!r}")
+    torch.set_num_threads(n_threads)
+    allocator.keep_freed_memory()
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's tracing library reads it when it starts
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU machines
+    plots.use_style()
+    if plots.audit_requested():
+        plots.install_audit()
+    card = records.machine_card(chosen, dtype=dtype, profile=resolved)
+    lab = Lab(name, chosen, resolved, cfg, card, records.ResultLog(name, card), n_threads)
+    if show:
+        print(f"{records.card_line(card)} (of {lab.cores} cores: PyTorch leaves one for the rest of the machine)"
+              if n_threads == lab.cores - 1 else records.card_line(card))  # fmt: skip
+    return lab
