@@ -22,41 +22,34 @@ def noisy_machine(true_s: float, rng: np.random.Generator, busy: float = 0.4, wo
     return sample
 
 
-def test_a_true_claim_under_heavy_noise_is_never_contradicted():
+def _verdicts_on_a_noisy_machine(seeds, margin: float) -> list[str]:
+    """The verdict of "training costs more than ``margin`` inferences" on a machine where training truly costs 2
+    inferences and 40% of rounds are slowed up to 4x, once per seed."""
     verdicts = []
-    for seed in range(40):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
-        # training is truly 2x inference; the claim's margin is 1.5x; 40% of rounds are slowed up to 4x
         result = claims.compare(
             {"training": noisy_machine(2.0, rng), "inference": noisy_machine(1.0, rng)},
-            claim="training costs more than 1.5 inferences",
+            claim=f"training costs more than {margin:g} inferences",
             quantity=claims.ratio("training", "inference"),
-            expect=(">", 1.5),
+            expect=(">", margin),
             timed=False,
             max_rounds=30,
             budget_s=60,
             show=False,
         )
         verdicts.append(result.verdict)
+    return verdicts
+
+
+def test_a_true_claim_under_heavy_noise_is_never_contradicted():
+    verdicts = _verdicts_on_a_noisy_machine(range(40), margin=1.5)  # true: it costs 2
     assert claims.CONTRADICTED not in verdicts
     assert verdicts.count(claims.HOLDS) >= 36, verdicts  # and it is decided, not left undecided
 
 
 def test_a_false_claim_is_contradicted():
-    verdicts = []
-    for seed in range(20):
-        rng = np.random.default_rng(100 + seed)
-        result = claims.compare(
-            {"training": noisy_machine(2.0, rng), "inference": noisy_machine(1.0, rng)},
-            claim="training costs more than 3 inferences (false: it costs 2)",
-            quantity=claims.ratio("training", "inference"),
-            expect=(">", 3.0),
-            timed=False,
-            max_rounds=30,
-            budget_s=60,
-            show=False,
-        )
-        verdicts.append(result.verdict)
+    verdicts = _verdicts_on_a_noisy_machine(range(100, 120), margin=3.0)  # false: it costs 2
     assert verdicts.count(claims.CONTRADICTED) >= 19, verdicts
     assert claims.HOLDS not in verdicts
 

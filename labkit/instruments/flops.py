@@ -44,13 +44,10 @@ def _native_mha_flop(query_shape, key_shape, value_shape, embed_dim, *args, out_
 # F.scaled_dot_product_attention uses on CPUs, so attention would count as 0 FLOPs on a laptop.
 # The CPU kernel does the same maths; count it with torch's own formula. Likewise the fused
 # inference path of nn.MultiheadAttention (used by torchvision's ViT under no_grad) counted 0.
+_FORMULAS: tuple[Callable[..., int], ...] = (_native_mha_flop, _cpu_sdpa_flop, _cpu_sdpa_backward_flop)
 _EXTRA_FORMULAS = {
     op: formula
-    for op, formula in zip(
-        map(compat.aten_op, compat.CPU_ATTENTION_OPS),
-        (_native_mha_flop, _cpu_sdpa_flop, _cpu_sdpa_backward_flop),
-        strict=True,
-    )
+    for op, formula in zip(map(compat.aten_op, compat.CPU_ATTENTION_OPS), _FORMULAS, strict=True)
     if op is not None
 }
 
