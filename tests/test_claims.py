@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from labkit import claims
+from labkit.claims import Claim, decide, exponent, fitted, quantity, ratio, stat
 from labkit.instruments.timing import MeasurementError
 from labkit.lab.records import ResultLog
 
@@ -28,11 +29,9 @@ def _verdicts_on_a_noisy_machine(seeds, margin: float) -> list[str]:
     verdicts = []
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        result = claims.compare(
+        result = decide(
+            Claim(f"training costs more than {margin:g} inferences", ratio("training", "inference") > margin),
             {"training": noisy_machine(2.0, rng), "inference": noisy_machine(1.0, rng)},
-            claim=f"training costs more than {margin:g} inferences",
-            quantity=claims.ratio("training", "inference"),
-            expect=(">", margin),
             timed=False,
             max_rounds=30,
             budget_s=60,
@@ -60,11 +59,9 @@ def test_noise_that_swamps_the_effect_is_undecided():
     def swamped(true_s):  # symmetric noise of a factor ~3 either way: the 10% effect is invisible in 12 rounds
         return lambda: true_s * float(np.exp(rng.normal(0, 1.0)))
 
-    result = claims.compare(
+    result = decide(
+        Claim("a is slower than b", ratio("a", "b") > 1.0),
         {"a": swamped(1.1), "b": swamped(1.0)},
-        claim="a is slower than b",
-        quantity=claims.ratio("a", "b"),
-        expect=(">", 1.0),
         timed=False,
         max_rounds=12,
         budget_s=60,
@@ -78,11 +75,9 @@ def test_noise_that_swamps_the_effect_is_undecided():
 
 def test_a_clear_claim_stops_after_the_minimum_rounds():
     rng = np.random.default_rng(3)
-    result = claims.compare(
+    result = decide(
+        Claim("slow is slower", ratio("slow", "fast") > 1.5),
         {"slow": noisy_machine(3.0, rng, busy=0.0), "fast": noisy_machine(1.0, rng, busy=0.0)},
-        claim="slow is slower",
-        quantity=claims.ratio("slow", "fast"),
-        expect=(">", 1.5),
         timed=False,
         min_rounds=5,
         show=False,
@@ -104,11 +99,9 @@ def test_the_budget_stops_an_undecided_claim():
         return sample
 
     start = time.perf_counter()
-    result = claims.compare(
+    result = decide(
+        Claim("a is slower than b", ratio("a", "b") > 1.0),
         {"a": alternating("a", 1.0), "b": alternating("b", 3.0)},
-        claim="a is slower than b",
-        quantity=claims.ratio("a", "b"),
-        expect=(">", 1.0),
         timed=False,
         min_rounds=3,
         max_rounds=1000,
@@ -121,11 +114,9 @@ def test_the_budget_stops_an_undecided_claim():
 
 def test_rounds_are_interleaved_in_a_rotating_order():
     calls = []
-    claims.compare(
+    decide(
+        Claim("b costs more than a", ratio("b", "a") > 1.2),
         {name: (lambda name=name: calls.append(name) or 1.0 + 0.5 * (name == "b")) for name in "abc"},
-        claim="b costs more than a",
-        quantity=claims.ratio("b", "a"),
-        expect=(">", 1.2),
         timed=False,
         min_rounds=3,
         show=False,
@@ -134,11 +125,9 @@ def test_rounds_are_interleaved_in_a_rotating_order():
 
 
 def test_timed_variants_are_timed_per_call():
-    result = claims.compare(
+    result = decide(
+        Claim("sleeping 4 ms takes longer than sleeping 1 ms", ratio("4 ms", "1 ms") > 1.5),
         {"4 ms": lambda: time.sleep(0.004), "1 ms": lambda: time.sleep(0.001)},
-        claim="sleeping 4 ms takes longer than sleeping 1 ms",
-        quantity=claims.ratio("4 ms", "1 ms"),
-        expect=(">", 1.5),
         block_s=0.01,
         show=False,
     )
@@ -148,38 +137,30 @@ def test_timed_variants_are_timed_per_call():
 
 def test_exponent_recovers_a_power_law_exactly():
     sizes = {"s": 10.0, "m": 100.0, "l": 1000.0}
-    fit = claims.exponent(sizes)
+    fit = exponent(sizes)
     assert fit({"s": 1.0, "m": 100.0, "l": 10_000.0}) == pytest.approx(2.0)
-    batch = fit({"s": np.array([1.0, 1.0]), "m": np.array([10.0, 100.0]), "l": np.array([100.0, 10_000.0])})
+    batch = fit.resampled(list(sizes), np.array([[1.0, 10.0, 100.0], [1.0, 100.0, 10_000.0]]))
     assert batch == pytest.approx([1.0, 2.0])
     with pytest.raises(ValueError, match="two different positive sizes"):
-        claims.exponent({"a": 1.0, "b": 1.0})
+        exponent({"a": 1.0, "b": 1.0})
 
 
 def test_higher_is_better_uses_the_high_end_of_the_rounds():
-    verdict, estimate, *_ = claims.decide(
-        {"rate": [100.0] * 9 + [40.0]}, lambda s: s["rate"], (">", 90), better="higher"
-    )
+    verdict, estimate, *_ = claims.judge({"rate": [100.0] * 9 + [40.0]}, stat("rate"), (">", 90), better="higher")
     assert verdict == claims.HOLDS and estimate == pytest.approx(100.0)
 
 
 def test_strict_mode_raises_on_a_contradicted_claim(monkeypatch):
     monkeypatch.setenv(claims.CLAIMS_ENV, "strict")
     log = ResultLog("test", card={})
+    above_5 = Claim("x is above 5", stat("x") > 5)
     with pytest.raises(claims.ClaimContradicted, match="claimed > 5"):
-        claims.compare(
-            {"x": lambda: 2.0 + 0.01 * np.random.rand()},
-            claim="x is above 5",
-            expect=(">", 5),
-            timed=False,
-            log=log,
-            show=False,
-        )
+        decide(above_5, {"x": lambda: 2.0 + 0.01 * np.random.rand()}, timed=False, log=log, show=False)
     assert log.to_dict()["claims"][0]["verdict"] == claims.CONTRADICTED
+    judged = Claim("your guess: x is above 5", stat("x") > 5, strict=False)  # a learner's prediction never raises
+    assert decide(judged, {"x": [2.0, 2.1, 2.0, 2.05, 2.02]}, show=False).verdict == claims.CONTRADICTED
     monkeypatch.setenv(claims.CLAIMS_ENV, "")
-    result = claims.compare(
-        {"x": lambda: 2.0 + 0.01 * np.random.rand()}, claim="x is above 5", expect=(">", 5), timed=False, show=False
-    )
+    result = decide(above_5, {"x": lambda: 2.0 + 0.01 * np.random.rand()}, timed=False, show=False)
     assert result.verdict == claims.CONTRADICTED  # a learner sees the verdict; the lesson goes on
 
 
@@ -193,56 +174,139 @@ def test_bad_expectations_say_what_is_allowed(expect):
 
 
 def test_bad_arguments_say_what_is_wrong():
-    with pytest.raises(ValueError, match="quantity"):
-        claims.compare({"a": lambda: 1.0, "b": lambda: 1.0}, claim="c", expect=(">", 1), timed=False)
+    one = Claim("c", stat("a") > 1)
+    with pytest.raises(ValueError, match="reads \\['a'\\], but the measurement has \\['b'\\]"):
+        decide(one, {"b": lambda: 1.0}, timed=False)
     with pytest.raises(ValueError, match="better"):
-        claims.compare({"a": lambda: 1.0}, claim="c", expect=(">", 1), timed=False, better="faster")
+        decide(one, {"a": lambda: 1.0}, timed=False, better="faster")
+    with pytest.raises(ValueError, match="better= names \\['z'\\]"):
+        decide(one, {"a": lambda: 1.0}, timed=False, better={"z": "higher"})
     with pytest.raises(ValueError, match="finite"):
-        claims.compare({"a": lambda: float("nan")}, claim="c", expect=(">", 1), timed=False, show=False)
-    with pytest.raises(TypeError, match="callable"):
-        claims.compare({"a": 3}, claim="c", expect=(">", 1))
+        decide(one, {"a": lambda: float("nan")}, timed=False, show=False)
+    with pytest.raises(TypeError, match="the variants to measure"):
+        decide(one, {"a": 3})
+    with pytest.raises(TypeError, match="a Claim or a list of Claims"):
+        decide({"a": lambda: 1.0}, one)
+    with pytest.raises(TypeError, match="budget_s say how to measure"):
+        decide(one, {"a": [1.0, 2.0, 3.0]}, budget_s=3)
+    with pytest.raises(MeasurementError, match="a number, or a mapping of numbers"):
+        decide(one, {"a": lambda: "fast"}, timed=False)
 
 
-def test_predicted_extrapolates_linear_and_power_laws_exactly():
-    line = claims.predicted({"a": 1.0, "b": 2.0, "c": 4.0}, at=10.0)
+@pytest.mark.parametrize(
+    ("condition", "error"),
+    [
+        (True, "already True"),
+        (lambda: ratio("a", "b") >= 1, "not >= or <="),
+        (lambda: stat("a") > "1", "margin is a number"),
+        (lambda: "a > 1", "must be q > margin"),
+        (lambda: bool(stat("a")), "no truth value"),
+        (lambda: stat("a") + "b", "combines with numbers"),
+    ],
+)
+def test_a_claim_is_written_on_a_quantity(condition, error):
+    with pytest.raises(TypeError, match=error):
+        Claim("c", condition() if callable(condition) else condition)
+
+
+def test_quantities_combine_with_numbers_and_each_other():
+    stats = {"a": 6.0, "b": 2.0, "c": 4.0}
+    assert ratio("a", "b")(stats) == 3.0
+    assert ratio("a", "c", per={"a": 3, "c": 1})(stats) == 0.5  # 2 per item against 4 per item
+    assert (stat("a") / stat("b") - 1)(stats) == 2.0
+    assert (1 - ratio("b", "a"))(stats) == pytest.approx(2 / 3)
+    assert (2 * stat("c") + stat("b") / 4)(stats) == 8.5
+    assert (-stat("a"))(stats) == -6.0
+    assert quantity(lambda s: max(s["a"], s["c"]))(stats) == 6.0
+    assert ratio("a", "b").reads == {"a", "b"} and quantity(lambda s: 1.0).reads is None
+    assert ratio("a", "zero")({"a": 1.0, "zero": 0.0}) != ratio("a", "zero")({"a": 1.0, "zero": 0.0})  # nan
+    with pytest.raises(ValueError, match="positive count"):
+        ratio("a", "b", per={"a": 3})
+
+
+def test_a_float_quantity_and_the_vectorised_built_in_give_the_same_interval():
+    rng = np.random.default_rng(2)
+    rounds = {"a": list(2 + rng.random(9)), "b": list(1 + rng.random(9))}
+    built_in = claims.judge(rounds, ratio("a", "b"), (">", 1.5))
+    by_hand = claims.judge(rounds, quantity(lambda s: s["a"] / s["b"]), (">", 1.5))
+    assert built_in == by_hand
+    sizes = {"a": 1.0, "b": 2.0}
+    assert claims.judge(rounds, exponent(sizes), (">", -5)) == claims.judge(
+        rounds, quantity(lambda s: exponent(sizes)(s)), (">", -5)
+    )
+
+
+def test_fitted_extrapolates_linear_and_power_laws_exactly():
+    line = fitted({"a": 1.0, "b": 2.0, "c": 4.0}, at=10.0)
     assert line({"a": 3.0, "b": 5.0, "c": 9.0}) == pytest.approx(21.0)  # 1 + 2x
-    power = claims.predicted({"a": 1.0, "b": 2.0}, at=8.0, law="power")
-    assert power({"a": np.array([3.0]), "b": np.array([12.0])}) == pytest.approx([192.0])  # 3x^2
+    power = fitted({"a": 1.0, "b": 2.0}, at=8.0, law="power")
+    assert power({"a": 3.0, "b": 12.0}) == pytest.approx(192.0)  # 3x^2
     with pytest.raises(ValueError, match="law"):
-        claims.predicted({"a": 1.0, "b": 2.0}, at=3.0, law="cubic")
+        fitted({"a": 1.0, "b": 2.0}, at=3.0, law="cubic")
 
 
 def test_claims_on_the_same_rounds_keep_measuring_until_all_are_decided(monkeypatch):
     rng = np.random.default_rng(11)
     # a is exactly 2x c (up to 3% jitter): "over 2x" can never be decided, so the rounds go on to the cap
-    spec = dict(claim="a is over 2x c", quantity=claims.ratio("a", "c"), expect=(">", 2.0))
-    result = claims.compare(
+    results = decide(
+        [Claim("a is slower than b", ratio("a", "b") > 1.5), Claim("a is over 2x c", ratio("a", "c") > 2.0)],
         {"a": noisy_machine(2.0, rng, busy=0.0), "b": noisy_machine(1.0, rng, busy=0.0), "c": noisy_machine(1, rng)},
-        claim="a is slower than b",
-        quantity=claims.ratio("a", "b"),
-        expect=(">", 1.5),
-        also=[spec],
         timed=False,
         min_rounds=5,
         max_rounds=12,
         show=False,
     )
-    assert [c.statement for c in result.others] == ["a is over 2x c"]
-    assert result.verdict == claims.HOLDS and result.others[0].verdict == claims.UNDECIDED
-    assert result.rounds == 12, "an undecided claim on the same rounds keeps the rounds going"
+    assert [r.verdict for r in results] == [claims.HOLDS, claims.UNDECIDED]
+    assert [r.rounds for r in results] == [12, 12], "an undecided claim on the same rounds keeps the rounds going"
     monkeypatch.setenv(claims.CLAIMS_ENV, "strict")
+    shown = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: shown.append(str(a[0])))
     with pytest.raises(claims.ClaimContradicted, match="a is over 3x c"):
-        claims.compare(
+        decide(
+            [Claim("a is over 3x c", ratio("a", "c") > 3.0), Claim("a is slower than c", ratio("a", "c") > 1.1)],
             {"a": noisy_machine(2.0, rng, busy=0.0), "c": noisy_machine(1, rng, busy=0.0)},
-            claim="a is slower than c",
-            quantity=claims.ratio("a", "c"),
-            expect=(">", 1.1),
-            also=[dict(spec, claim="a is over 3x c", expect=(">", 3.0))],
             timed=False,
-            show=False,
         )
-    with pytest.raises(ValueError, match="also"):
-        claims.compare({"a": lambda: 1.0}, claim="c", expect=(">", 0), timed=False, also=[{"claim": "x"}])
+    assert len(shown) == 2, "every verdict is shown before a contradicted one raises"
+
+
+def test_a_verdict_is_decided_again_on_its_own_rounds():
+    rng = np.random.default_rng(4)
+    first = decide(
+        Claim("a is slower than b", ratio("a", "b") > 1.5),
+        {"a": noisy_machine(2.0, rng, busy=0.0), "b": noisy_machine(1.0, rng, busy=0.0)},
+        timed=False,
+        better="higher",
+        show=False,
+    )
+    again = decide(Claim("b is faster than a", ratio("b", "a") < 0.7), first, show=False)
+    assert again.samples == first.samples and again.rounds == first.rounds and again.better == "higher"
+    assert again.estimate == pytest.approx(1 / first.estimate)
+    on_rounds = decide(Claim("same", ratio("a", "b") > 1.5), first.samples, better="higher", show=False)
+    assert (on_rounds.verdict, on_rounds.estimate, on_rounds.low) == (first.verdict, first.estimate, first.low)
+
+
+def test_an_untimed_variant_may_return_several_samples_and_keeps_what_it_returned():
+    rng = np.random.default_rng(6)
+
+    def serve(rate):
+        def run():
+            return {"throughput": rate * rng.uniform(0.97, 1.0), "p99": 1 / rate * rng.uniform(1.0, 1.03), "log": "x"}
+
+        return run
+
+    batched, single = decide(
+        [Claim("batching raises throughput", ratio("batched.throughput", "single.throughput") > 2),
+         Claim("batching cuts the p99 latency", ratio("batched.p99", "single.p99") < 0.5)],
+        {"batched": serve(40.0), "single": serve(10.0)},
+        timed=False,
+        better={"batched.throughput": "higher", "single.throughput": "higher"},
+        show=False,
+    )  # fmt: skip
+    assert batched.verdict == single.verdict == claims.HOLDS
+    assert set(batched.stats) == {"batched.throughput", "batched.p99", "single.throughput", "single.p99"}
+    assert batched.stats["batched.throughput"] >= np.quantile(batched.samples["batched.throughput"], 0.5)
+    assert [r["log"] for r in batched.returned["batched"]] == ["x"] * batched.rounds
 
 
 def test_a_failing_variant_is_a_clear_error_before_any_round():
@@ -250,22 +314,21 @@ def test_a_failing_variant_is_a_clear_error_before_any_round():
         raise ZeroDivisionError("no data")
 
     with pytest.raises(MeasurementError, match="ZeroDivisionError while warming up: no data"):
-        claims.compare({"ok": lambda: None, "broken": broken}, claim="c", quantity=claims.ratio("ok", "broken"),
-                       expect=(">", 1))  # fmt: skip
+        decide(Claim("c", ratio("ok", "broken") > 1), {"ok": lambda: None, "broken": broken})
 
 
 def test_contradiction_needs_five_rounds_and_the_99_percent_interval():
     rng = np.random.default_rng(5)
     rounds = {"a": list(1.0 + 0.01 * rng.random(8)), "b": list(1.0 + 0.01 * rng.random(8))}
-    false_claim = dict(quantity=claims.ratio("a", "b"), expect=(">", 1.5))  # a / b is 1.0
-    assert claims.decide({k: v[:4] for k, v in rounds.items()}, **false_claim)[0] == claims.UNDECIDED
-    assert claims.decide({k: v[:5] for k, v in rounds.items()}, **false_claim)[0] == claims.CONTRADICTED
+    false_claim = dict(quantity=ratio("a", "b"), expect=(">", 1.5))  # a / b is 1.0
+    assert claims.judge({k: v[:4] for k, v in rounds.items()}, **false_claim)[0] == claims.UNDECIDED
+    assert claims.judge({k: v[:5] for k, v in rounds.items()}, **false_claim)[0] == claims.CONTRADICTED
     # A margin between the 95% and the 99% upper ends: the 95% interval is wholly below it, the 99% one is not,
     # so the claim is undecided (a contradiction, which fails a test, needs the 99% interval).
     noisy = {"x": list(1.0 + 0.2 * rng.random(12))}
-    _, _, _, high95, _ = claims.decide(noisy, lambda s: s["x"], (">", 0.0), confidence=0.95)
-    _, _, _, high99, _ = claims.decide(noisy, lambda s: s["x"], (">", 0.0), confidence=0.99)
+    _, _, _, high95, _ = claims.judge(noisy, stat("x"), (">", 0.0), confidence=0.95)
+    _, _, _, high99, _ = claims.judge(noisy, stat("x"), (">", 0.0), confidence=0.99)
     assert high95 < high99
     margin = (high95 + high99) / 2
-    assert claims.decide(noisy, lambda s: s["x"], (">", margin))[0] == claims.UNDECIDED
-    assert claims.decide(noisy, lambda s: s["x"], (">", high99 * 1.01))[0] == claims.CONTRADICTED
+    assert claims.judge(noisy, stat("x"), (">", margin))[0] == claims.UNDECIDED
+    assert claims.judge(noisy, stat("x"), (">", high99 * 1.01))[0] == claims.CONTRADICTED

@@ -91,15 +91,17 @@ def test_every_key_without_context_rejects_a_plainly_wrong_answer():
 
 def test_a_prediction_is_measured_only_once_written(capsys):
     calls = []
-    check = labkit.check_prediction("start_here.4", None, variants={"x": lambda: calls.append(1)})
+    check = labkit.check_prediction("start_here.4", None, {"x": lambda: calls.append(1)})
     assert check.verdict is None and calls == [], "nothing is measured before the learner predicts"
     assert "write your prediction first" in capsys.readouterr().out
     with pytest.raises(ValueError, match="no prediction exercise '99.9'"):
-        labkit.check_prediction("99.9", 1.0, variants={"x": lambda: 1.0})
+        labkit.check_prediction("99.9", 1.0, {"x": lambda: 1.0})
     with pytest.raises(ValueError, match="a prediction is a positive number"):
-        labkit.check_prediction("start_here.4", "eight", variants={"x": lambda: 1.0}, timed=False)
-    with pytest.raises(TypeError, match="exactly one of the two"):
+        labkit.check_prediction("start_here.4", "eight", {"x": lambda: 1.0}, timed=False)
+    with pytest.raises(TypeError, match="give what to measure"):
         labkit.check_prediction("start_here.4", 8.0)
+    with pytest.raises(ValueError, match="say which quantity"):
+        labkit.check_prediction("start_here.4", 8.0, {"x": lambda: 1.0, "y": lambda: 1.0}, timed=False)
 
 
 def test_a_prediction_is_judged_against_the_measured_interval(capsys, monkeypatch):
@@ -107,13 +109,13 @@ def test_a_prediction_is_judged_against_the_measured_interval(capsys, monkeypatc
     in strict mode; a noisy measurement that straddles the band's edge is undecided."""
     monkeypatch.setenv("LABKIT_CLAIMS", "strict")
     ratio = iter([7.0, 7.4, 7.2, 7.1, 7.3] * 20)
-    check = labkit.check_prediction("start_here.4", 8, variants={"ratio": lambda: next(ratio)}, timed=False)
+    check = labkit.check_prediction("start_here.4", 8, {"ratio": lambda: next(ratio)}, timed=False)
     assert (check.verdict, check.rounds) == ("holds", 5) and 7.0 <= check.measured <= 7.4
     assert check.judge(20) == "contradicted" and check.judge(7.2) == "holds" and check.judge(3.0) == "contradicted"
-    wrong = labkit.check_prediction("start_here.4", 20, rounds={"ratio": [7.0, 7.4, 7.2, 7.1, 7.3]})
+    wrong = labkit.check_prediction("start_here.4", 20, {"ratio": [7.0, 7.4, 7.2, 7.1, 7.3]})
     assert wrong.verdict == "contradicted"
     assert "not 20. Hint: both products are compute-bound" in capsys.readouterr().out
-    noisy = labkit.check_prediction("start_here.4", 8, rounds={"ratio": [4.0, 7.0, 12.0, 6.0, 9.0]})
+    noisy = labkit.check_prediction("start_here.4", 8, {"ratio": [4.0, 7.0, 12.0, 6.0, 9.0]})
     assert noisy.verdict == "undecided" and set(noisy.to_dict()) >= {"exercise", "prediction", "verdict", "low"}
 
 

@@ -163,3 +163,57 @@ def test_the_readme_has_a_binder_badge_opening_notebook_00(root):
     )
     assert badge.group(2).endswith("?labpath=notebooks%2Fstart_here.ipynb")
     assert (root / "binder" / "environment.yml").exists() and (root / "binder" / "postBuild").exists()
+
+
+def _bound_at_module_level(tree: ast.Module) -> set[str]:
+    """Names a cell binds at the notebook's top level (assignments, loops, with, defs; not inside functions)."""
+    bound: set[str] = set()
+
+    def targets(node):
+        for name in ast.walk(node):
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store):
+                bound.add(name.id)
+
+    def visit(stmts):
+        for stmt in stmts:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bound.add(stmt.name)
+            elif isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                    targets(t)
+            elif isinstance(stmt, ast.For | ast.AsyncFor):
+                targets(stmt.target)
+                visit(stmt.body + stmt.orelse)
+            elif isinstance(stmt, ast.With | ast.AsyncWith):
+                for item in stmt.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+                visit(stmt.body)
+            elif isinstance(stmt, ast.If | ast.While):
+                visit(stmt.body + stmt.orelse)
+            elif isinstance(stmt, ast.Try):
+                visit(stmt.body + stmt.orelse + stmt.finalbody + [s for h in stmt.handlers for s in h.body])
+
+    visit(tree.body)
+    for node in ast.walk(tree):  # walrus at any depth outside functions is rare; count it anywhere
+        if isinstance(node, ast.NamedExpr):
+            bound.add(node.target.id)
+    return bound
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_never_rebinds_a_name_it_imports_from_labkit(path):
+    """``from labkit.claims import ratio`` then ``ratio = a / b`` breaks every claim below it, silently until it
+    runs: a notebook keeps the names it imports from labkit."""
+    imported: set[str] = set()
+    rebound: list[str] = []
+    for cell in _load(path).cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        tree = ast.parse(source)
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("labkit"):
+                imported |= {alias.asname or alias.name for alias in node.names}
+        rebound += sorted(_bound_at_module_level(tree) & imported)
+    assert not rebound, f"{path.stem} binds again names it imports from labkit: {rebound}"

@@ -11,7 +11,7 @@ GOOD = """import labkit
 import matplotlib.pyplot as plt
 log = labkit.ResultLog("00_good", labkit.machine_card("cpu", profile=labkit.resolve_profile(PROFILE)))
 log.headline(answer=42)
-labkit.claims.compare({"x": lambda: 2.0}, claim="x is above 1", expect=(">", 1), timed=False, log=log)
+labkit.claims.decide(labkit.claims.Claim("x is above 1", labkit.claims.stat("x") > 1), {"x": lambda: 2.0}, timed=False, log=log)
 log.save()
 fig, ax = plt.subplots(figsize=(4, 3))
 ax.plot([1, 2, 3], [1, 4, 9])

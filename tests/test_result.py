@@ -34,7 +34,7 @@ def test_every_result_type_is_a_dataclass_and_every_dataclass_named_like_a_resul
         elif dataclasses.is_dataclass(cls) and name.endswith(RESULT_NAMES):
             raise AssertionError(f"{module}.{name} looks like a result but is not a Result")
     # the walk finds the package's result types (a guard against a walk that finds nothing)
-    assert {"Claim", "TimingRecord", "MemoryRecord", "ServingRun", "EstimateCard", "StateBytes"} <= results
+    assert {"Verdict", "TimingRecord", "MemoryRecord", "ServingRun", "EstimateCard", "StateBytes"} <= results
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 """Timing claims decided as statistics: **holds**, **contradicted** or **undecided** (every notebook).
 
 A claim such as "a training step costs more than 1.5 forward passes" is a statement about two
-distributions of times on a machine that is never quiet. :func:`compare` decides it the way careful
+distributions of times on a machine that is never quiet. :func:`decide` decides it the way careful
 benchmark tools do (pyperf and asv compare distributions; timeit's documentation advises the least
 disturbed repeat):
 
@@ -30,7 +30,6 @@ import math
 import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -39,70 +38,8 @@ import torch
 from ..core import device as _device
 from ..core.device import sync
 from ..core.errors import MeasurementError
-from .verdicts import (
-    UNDECIDED,
-    Claim,
-    Expectation,
-    Quantity,
-    _better,
-    _claim,
-    _raise_if_contradicted,
-    decide,
-    report,
-)
-
-
-def ratio(numerator: str, denominator: str) -> Quantity:
-    """The quantity ``stat[numerator] / stat[denominator]`` (e.g. how many times slower A is than B).
-
-    Taught in notebook `start_here`.
-    """
-    return lambda s: s[numerator] / s[denominator]
-
-
-def exponent(sizes: Mapping[str, float]) -> Quantity:
-    """The power-law exponent k of stat ≈ c · size^k, fitted by least squares on log–log axes.
-
-    Taught in notebook `input_size`.
-
-    ``sizes`` maps each variant's name to its size (items, parameters, sequence length).
-    """
-    names = list(sizes)
-    if len(set(sizes.values())) < 2 or any(v <= 0 for v in sizes.values()):
-        raise ValueError(f"an exponent needs at least two different positive sizes, got {dict(sizes)}")
-    lx = np.log(np.asarray([sizes[n] for n in names], dtype=float))
-    centred = lx - lx.mean()
-
-    def fit(s: Mapping) -> object:
-        ly = np.log(np.stack([np.asarray(s[n], dtype=float) for n in names], axis=-1))  # (..., sizes)
-        return (ly * centred).sum(axis=-1) / (centred**2).sum()
-
-    return fit
-
-
-def predicted(sizes: Mapping[str, float], at: float, law: str = "linear") -> Quantity:
-    """The statistic that a fit over ``sizes`` predicts at size ``at`` (notebooks `input_size` and `estimating_a_job`: extrapolation).
-
-    ``law="linear"``: least squares y = fixed + per_unit · size; ``law="power"``: y = c · size^k on log–log axes.
-    """
-    if law not in ("linear", "power"):
-        raise ValueError(f"law must be 'linear' or 'power', got {law!r}")
-    names = list(sizes)
-    if len(set(sizes.values())) < 2:
-        raise ValueError(f"a fit needs at least two different sizes, got {dict(sizes)}")
-    x = np.asarray([sizes[n] for n in names], dtype=float)
-    if law == "power":
-        x, at = np.log(x), math.log(at)
-    centred = x - x.mean()
-
-    def predict(s: Mapping) -> object:
-        y = np.stack([np.asarray(s[n], dtype=float) for n in names], axis=-1)  # (..., sizes)
-        y = np.log(y) if law == "power" else y
-        slope = (y * centred).sum(axis=-1) / (centred**2).sum()
-        value = y.mean(axis=-1) + slope * (at - x.mean())
-        return np.exp(value) if law == "power" else value
-
-    return predict
+from .statements import UNDECIDED, Claim
+from .verdicts import Verdict, _better, _verdict, judge, report
 
 
 def block_timer(
@@ -113,7 +50,7 @@ def block_timer(
     Taught in notebook `start_here`.
 
     The returned function times one block (syncing ``device`` before and after) and returns seconds per call.
-    :func:`compare` uses it for timed variants; a notebook uses it for a variant that must set something up
+    :func:`decide` uses it for timed variants; a notebook uses it for a variant that must set something up
     around the timed calls (notebook `memory` holds a block of memory while the same step is timed).
     """
     device = torch.device(device) if device is not None else None
@@ -146,202 +83,229 @@ def calls_per_block(one_call_s: float, block_s: float, most: int = 10_000) -> in
     return max(1, min(most, math.ceil(block_s / max(one_call_s, 1e-7))))
 
 
-def _untimed(fn: Callable[[], Any]) -> Callable[[], float]:
-    """A variant whose call returns the measured value itself (a rate, a count): one sample per call."""
-    return lambda: float(fn())
-
-
 def rotated(names: Sequence, round_index: int) -> list:
     """The order of round ``round_index``: A B C, then B C A, then C A B, ... (no variant keeps one position)."""
     shift = round_index % len(names)
     return list(names[shift:]) + list(names[:shift])
 
 
-def compare(
-    variants: Mapping[str, Callable[[], object]],
+_MEASURING = ("timed", "device", "threads", "warmup", "block_s", "min_rounds", "max_rounds", "budget_s")
+_DEFAULTS: dict[str, Any] = dict(
+    timed=True, device=None, threads=None, warmup=1, block_s=0.02, min_rounds=5, max_rounds=60, budget_s=5.0
+)
+
+
+def decide(
+    claims: Claim | Sequence[Claim],
+    measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
     *,
-    claim: str,
-    expect: Sequence,
-    quantity: Quantity | None = None,
-    prediction: str | None = None,
-    timed: bool = True,
-    better: str | Mapping[str, str] = "lower",
-    device: torch.device | str | None = None,
-    threads: int | None = None,
-    warmup: int = 1,
-    block_s: float = 0.02,
-    min_rounds: int = 5,
-    max_rounds: int = 60,
-    budget_s: float = 5.0,
+    better: str | Mapping[str, str] | None = None,
     quantile: float = 0.25,
-    confidence: float = 0.95,
-    unit: str = "",
-    also: Sequence[Mapping] = (),
+    confidence: float | None = None,
     log=None,
     show: bool = True,
-    raises: bool = True,
-) -> Claim:
-    """Measure ``variants`` in interleaved rounds and decide ``claim`` about them (every notebook).
+    timed: bool | None = None,
+    device: torch.device | str | None = None,
+    threads: int | None = None,
+    warmup: int | None = None,
+    block_s: float | None = None,
+    min_rounds: int | None = None,
+    max_rounds: int | None = None,
+    budget_s: float | None = None,
+) -> Any:
+    """Decide ``claims`` (one :class:`Claim` or a list) on ``measured``; return the :class:`Verdict` (or list).
 
     Taught in notebook `start_here`.
 
-    ``variants`` maps a name to a callable. With ``timed=True`` labkit times it (warm-up, device sync,
-    blocks of about ``block_s``) and a sample is seconds per call; with ``timed=False`` the callable
-    returns its own sample (a p99 latency, a throughput, a prediction error) once per round.
-    ``quantity`` turns the per-variant statistics into the number the claim is about, e.g.
-    ``claims.ratio("training step", "inference")`` or ``claims.exponent({"xs": 1e5, "s": 1e6})``; with a
-    single variant it defaults to that variant's statistic. ``expect`` is ``(">", margin)``,
-    ``("<", margin)`` or ``("between", low, high)``. ``threads`` pins torch's thread count for the
-    measurement (restored afterwards). The verdict is printed (``show``), added to ``log`` (a
-    :class:`~labkit.lab.records.ResultLog`) and, in strict mode, a contradicted claim raises
-    :class:`ClaimContradicted`.
+    ``measured`` is one of three things:
 
-    ``also`` lists more claims about the same rounds, each a dict with ``claim``, ``quantity``, ``expect`` and
-    optionally ``prediction`` and ``unit``: rounds continue while any of them is undecided, and each is shown
-    and logged like the first (they are in the result's ``others``). ``raises=False`` never raises on a
-    contradicted verdict, even in strict mode: for a learner's own prediction (:func:`labkit.check_prediction`),
-    which is judged, not a claim of the lesson.
+    - **the variants**, a mapping name -> callable, measured here in interleaved rounds until every claim is
+      decided (or ``max_rounds`` / ``budget_s`` run out). With ``timed=True`` (the default) labkit times each
+      call (warm-up, ``device`` sync, blocks of about ``block_s``) and a sample is seconds per call. With
+      ``timed=False`` a call returns its own sample once per round: a number (a p99 latency, a rate), or a
+      mapping of numbers, each a series named ``"variant.key"``; what each call returned, numbers or not, is
+      kept in the verdict's ``returned``. ``threads`` pins torch's thread count while measuring.
+    - **rounds already measured**, a mapping name -> list of samples, one per round (worker processes that
+      timed their variants in interleaved rounds).
+    - **a Verdict** from an earlier call: its rounds, decided again for other claims (nothing is measured).
+
+    ``better`` says which end of a series is its undisturbed value: ``"lower"`` for times (the default),
+    ``"higher"`` for rates, or a mapping per variant or series; a Verdict's rounds keep the one they were
+    taken with. Each verdict is printed (``show``), added to ``log`` (a :class:`~labkit.lab.records.ResultLog`)
+    and, in strict mode, a contradicted claim raises :class:`ClaimContradicted` once all are shown.
     """
-    if not variants or not all(callable(fn) for fn in variants.values()):
-        raise TypeError("variants must be a non-empty mapping of name -> callable")
-    if quantity is None:
-        if len(variants) != 1:
-            raise ValueError("with more than one variant, say which quantity the claim is about (quantity=...)")
-        only = next(iter(variants))
-        quantity = lambda s: s[only]  # noqa: E731
-    expectation = Expectation.parse(expect)
+    many = not isinstance(claims, Claim)
+    listed = [claims] if isinstance(claims, Claim) else list(claims) if isinstance(claims, list | tuple) else []
+    if not listed or not all(isinstance(c, Claim) for c in listed):
+        raise TypeError(f"decide takes a Claim or a list of Claims, got {claims!r}")
+    options: dict[str, Any] = dict(
+        timed=timed, device=device, threads=threads, warmup=warmup, block_s=block_s,
+        min_rounds=min_rounds, max_rounds=max_rounds, budget_s=budget_s,
+    )  # fmt: skip
+    variants = _variants(measured)
+    if variants is None:
+        given = [k for k in _MEASURING if options[k] is not None]
+        if given:
+            raise TypeError(f"{', '.join(given)} say how to measure, but these rounds are already measured")
+    if isinstance(measured, Verdict):
+        better = measured.better if better is None else better
+        confidence = measured.confidence if confidence is None else confidence
+    better = "lower" if better is None else better
+    confidence = 0.95 if confidence is None else confidence
     if not 0 < quantile < 0.5:
         raise ValueError(f"quantile must be between 0 and 0.5 (a low quantile of the rounds), got {quantile}")
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence must be between 0.5 and 1, got {confidence}")
+    used_threads: int | None
+    if variants is not None:
+        settings: dict[str, Any] = {k: _DEFAULTS[k] if v is None else v for k, v in options.items()}
+        samples, seconds, used_threads, returned, better = _measure(
+            listed, variants, better, quantile, confidence, **settings
+        )
+    elif isinstance(measured, Verdict):
+        samples, seconds, used_threads, returned = (
+            measured.samples,
+            measured.seconds,
+            measured.threads,
+            measured.returned,
+        )
+        better = _check(listed, samples, better, list(samples))
+    else:
+        samples = {n: [float(v) for v in values] for n, values in measured.items()}  # type: ignore[union-attr]
+        seconds, used_threads, returned = 0.0, None, {}
+        better = _check(listed, samples, better, list(samples))
+    results = [
+        _verdict(
+            c,
+            judge(samples, c.quantity, c.expect, better=better, quantile=quantile, confidence=confidence),
+            samples,
+            confidence,
+            seconds=seconds,
+            threads=used_threads,
+            better=better,
+            returned=returned,
+        )
+        for c in listed
+    ]
+    report(results, log=log, show=show)
+    return results if many else results[0]
+
+
+def _variants(measured) -> Mapping[str, Callable[[], object]] | None:
+    """The variants to measure, or None if ``measured`` is rounds already measured (checked here)."""
+    if isinstance(measured, Verdict):
+        return None
+    allowed = (
+        "the variants to measure (a mapping name -> callable), rounds already measured (a mapping name -> list of "
+        "samples) or a Verdict whose rounds to decide again"
+    )
+    if not isinstance(measured, Mapping) or not measured:
+        raise TypeError(f"measured must be {allowed}, got {measured!r}")
+    if all(callable(v) for v in measured.values()):
+        return measured
+    if all(isinstance(v, Sequence) and not isinstance(v, str) for v in measured.values()):
+        return None
+    raise TypeError(
+        f"measured must be {allowed}, got a mapping of {sorted({type(v).__name__ for v in measured.values()})}"
+    )
+
+
+def _measure(
+    claims: Sequence[Claim],
+    variants: Mapping[str, Callable[[], object]],
+    better: str | Mapping[str, str],
+    quantile: float,
+    confidence: float,
+    *,
+    timed: bool,
+    device: torch.device | str | None,
+    threads: int | None,
+    warmup: int,
+    block_s: float,
+    min_rounds: int,
+    max_rounds: int,
+    budget_s: float,
+) -> tuple[dict[str, list[float]], float, int, dict[str, list], str | Mapping[str, str]]:
+    """Interleaved rounds of ``variants`` until every claim is decided or the budget is spent."""
     if min_rounds < 3 or max_rounds < min_rounds:
         raise ValueError(f"need 3 <= min_rounds <= max_rounds, got {min_rounds} and {max_rounds}")
-    for name in variants:
-        _better(better, name)
-    extra = []
-    for spec in also:
-        unknown = set(spec) - {"claim", "quantity", "expect", "prediction", "unit"}
-        if unknown or not {"claim", "quantity", "expect"} <= set(spec):
-            raise ValueError(f"each of also= needs claim, quantity and expect (prediction, unit optional), got {spec}")
-        extra.append(dict(spec, expect=Expectation.parse(spec["expect"])))
     device = torch.device(device) if device is not None else None
     names = list(variants)
     used_threads = threads if threads is not None else torch.get_num_threads()
     start = time.perf_counter()
+    samples: dict[str, list[float]] = {}
+    returned: dict[str, list] = {n: [] for n in names} if not timed else {}
     with _device.threads(used_threads):  # restored afterwards, whatever happens
-        samplers: dict[str, Callable[[], float]]
-        if timed:
-            samplers = {n: block_timer(variants[n], device, block_s, warmup) for n in names}
-        else:
-            samplers = {n: _untimed(variants[n]) for n in names}
-        samples: dict[str, list[float]] = {n: [] for n in names}
+        samplers = {n: block_timer(variants[n], device, block_s, warmup) for n in names} if timed else variants
         rounds = 0
         while True:
-            for n in rotated(names, rounds):
-                samples[n].append(samplers[n]())
+            for name in rotated(names, rounds):
+                value = samplers[name]()
+                if not timed:
+                    returned[name].append(value)
+                for series, sample in _series(name, value):
+                    samples.setdefault(series, []).append(sample)
             rounds += 1
+            uneven = {s: len(v) for s, v in samples.items() if len(v) != rounds}
+            if uneven:
+                raise MeasurementError(f"every series needs one sample per round; after {rounds} rounds: {uneven}")
+            if rounds == 1:
+                better = _check(claims, samples, better, names)
             if rounds < min_rounds:
                 continue
-            verdict, estimate, low, high, stats = decide(
-                samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
-            )
-            pending = verdict == UNDECIDED or any(
-                decide(samples, e["quantity"], e["expect"], better=better, quantile=quantile, confidence=confidence)[0]
+            pending = any(
+                judge(samples, c.quantity, c.expect, better=better, quantile=quantile, confidence=confidence)[0]
                 == UNDECIDED
-                for e in extra
+                for c in claims
             )
             if not pending or rounds >= max_rounds or time.perf_counter() - start >= budget_s:
                 break
-    result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
-    result.seconds = round(time.perf_counter() - start, 3)
-    result.threads = used_threads
-    report(result, log=log, show=show and not extra, raise_now=raises and not extra)
-    for e in extra:
-        result.others.append(
-            restate(
-                result,
-                claim=e["claim"],
-                quantity=e["quantity"],
-                expect=e["expect"],
-                prediction=e.get("prediction"),
-                better=better,
-                quantile=quantile,
-                unit=e.get("unit", ""),
-                log=log,
-                show=False,
-                raise_now=False,
-            )
+    return samples, round(time.perf_counter() - start, 3), used_threads, returned, better
+
+
+def _series(name: str, value: object) -> list[tuple[str, float]]:
+    """The samples one call of an untimed variant gave: its number, or the numbers of the mapping it returned."""
+    if isinstance(value, Mapping):
+        numbers = [(f"{name}.{k}", float(v)) for k, v in value.items() if _number(v)]
+        if not numbers:
+            raise MeasurementError(f"variant {name!r} returned a mapping with no numbers: {sorted(value)}")
+        return numbers
+    if not _number(value):
+        raise MeasurementError(
+            f"variant {name!r} returned {value!r}: an untimed variant returns its sample (a number, or a mapping of "
+            "numbers)"
         )
-    if extra:
-        if show:
-            print("\n".join(str(c) for c in [result, *result.others]))
-        for c in [result, *result.others] if raises else []:
-            _raise_if_contradicted(c)
-    return result
+    return [(name, float(value))]  # type: ignore[arg-type]  # a number, checked just above
 
 
-def restate(
-    measured: Claim,
-    *,
-    claim: str,
-    expect: Sequence,
-    quantity: Quantity,
-    prediction: str | None = None,
-    better: str | Mapping[str, str] = "lower",
-    quantile: float = 0.25,
-    unit: str = "",
-    log=None,
-    show: bool = True,
-    raise_now: bool = True,
-) -> Claim:
-    """Decide a second claim on the rounds already measured for ``measured`` (no new measurement).
-
-    Taught in notebook `input_size`.
-
-    For a sweep that supports two claims (notebook `model_size`: the time exponent, and the FLOP/s of the largest
-    model against the smallest's).
-    """
-    expectation = Expectation.parse(expect)
-    verdict, estimate, low, high, stats = decide(
-        measured.samples, quantity, expectation, better=better, quantile=quantile, confidence=measured.confidence
-    )
-    result = replace(
-        measured,
-        statement=claim,
-        expect=str(expectation),
-        verdict=verdict,
-        estimate=estimate,
-        low=low,
-        high=high,
-        stats=stats,
-        prediction=prediction,
-        unit=unit,
-        others=[],
-    )
-    return report(result, log=log, show=show, raise_now=raise_now)
+def _number(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    return isinstance(value, int | float | np.integer | np.floating)
 
 
-def from_rounds(
-    samples: Mapping[str, Sequence[float]],
-    *,
-    claim: str,
-    expect: Sequence,
-    quantity: Quantity,
-    prediction: str | None = None,
-    better: str | Mapping[str, str] = "lower",
-    quantile: float = 0.25,
-    confidence: float = 0.95,
-    unit: str = "",
-    log=None,
-    show: bool = True,
-    raises: bool = True,
-) -> Claim:
-    """Decide a claim on rounds measured elsewhere: in worker processes (notebook `multiple_gpus`'s DDP ranks time their
-    variants in interleaved rounds and return them), where labkit cannot add rounds on demand.
-    """
-    expectation = Expectation.parse(expect)
-    verdict, estimate, low, high, stats = decide(
-        samples, quantity, expectation, better=better, quantile=quantile, confidence=confidence
-    )
-    result = _claim(claim, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit)
-    return report(result, log=log, show=show, raise_now=raises)
+def _check(claims, samples: Mapping, better, variants: Sequence[str]) -> str | Mapping[str, str]:
+    """Every claim reads series that were measured; ``better`` names only them. Returns ``better`` per series."""
+    for c in claims:
+        missing = sorted(c.quantity.reads - set(samples)) if c.quantity.reads is not None else []
+        if missing:
+            raise ValueError(f"the claim {c.statement!r} reads {missing}, but the measurement has {sorted(samples)}")
+    if not isinstance(better, Mapping):
+        _better(better, "every variant")
+        return better
+    unknown = sorted(set(better) - set(samples) - set(variants))
+    if unknown:
+        raise ValueError(f"better= names {unknown}, which were not measured; measured: {sorted(samples)}")
+
+    def of(series: str) -> str:
+        if series in better:
+            return better[series]
+        owner = next((v for v in variants if series.startswith(f"{v}.")), None)
+        return better.get(owner, "lower") if owner is not None else "lower"
+
+    per_series = {s: of(s) for s in samples}
+    for s, value in per_series.items():
+        _better(value, s)
+    return per_series

@@ -1,9 +1,9 @@
 """Verdicts on timing claims: the statistics behind :mod:`labkit.claims` (every notebook).
 
-A claim is decided on interleaved rounds of timings (:func:`labkit.claims.compare` takes them): a bootstrap
+A claim is decided on interleaved rounds of timings (:func:`labkit.claims.decide` takes them): a bootstrap
 interval over rounds on the claimed quantity, then **holds** (the 95% interval wholly on the claimed side),
 **contradicted** (the 99% interval wholly on the wrong side, over at least 5 rounds) or **undecided**.
-This module holds that decision (:func:`decide`), the :class:`Claim` it returns, how a claim is shown and
+This module holds that decision (:func:`judge`), the :class:`Verdict` it gives, how a verdict is shown and
 recorded (:func:`report`), strict mode, and the whole-run rule for undecided claims (:func:`noisy_run`).
 """
 
@@ -13,26 +13,21 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..core import environment
 from ..core.errors import ClaimContradicted
 from ..core.result import Result
-
-# A claim's quantity: from each variant's statistic (a float, or an array of bootstrap resamples) to a number (or
-# an array of them).
-Quantity = Callable[[Mapping], Any]
+from .statements import CONTRADICTED, HOLDS, UNDECIDED, Claim, Expectation, Quantity
+from .statements import quantity as _quantity
 
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
-HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
 RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval's ends to settle to ~1%
 # A contradicted claim fails a test run, so it needs stronger evidence than "holds": its 99% interval must lie
 # wholly on the wrong side, over at least this many rounds (a bootstrap over 3 or 4 rounds is overconfident).
 CONTRADICTION_CONFIDENCE = 0.99
 MIN_ROUNDS_TO_CONTRADICT = 5
-_OPS = (">", "<", "between")
 
 
 def strict() -> bool:
@@ -40,53 +35,13 @@ def strict() -> bool:
     return environment.get(CLAIMS_ENV) == "strict"
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """Where the claimed quantity must lie: ``(">", t)``, ``("<", t)`` or ``("between", lo, hi)``."""
-
-    op: str
-    low: float
-    high: float
-
-    @classmethod
-    def parse(cls, spec: Sequence | Expectation) -> Expectation:
-        if isinstance(spec, Expectation):
-            return spec
-        allowed = "('>', margin), ('<', margin) or ('between', low, high)"
-        if not isinstance(spec, Sequence) or isinstance(spec, str) or not spec or spec[0] not in _OPS:
-            raise ValueError(f"expect must be {allowed}, got {spec!r}")
-        op, *values = spec
-        if len(values) != (2 if op == "between" else 1) or not all(isinstance(v, int | float) for v in values):
-            raise ValueError(f"expect must be {allowed}, got {spec!r}")
-        if op == ">":
-            return cls(op, float(values[0]), math.inf)
-        if op == "<":
-            return cls(op, -math.inf, float(values[0]))
-        if not values[0] < values[1]:
-            raise ValueError(f"expect ('between', low, high) needs low < high, got {spec!r}")
-        return cls(op, float(values[0]), float(values[1]))
-
-    def verdict(self, low: float, high: float, wide: tuple[float, float] | None = None) -> str:
-        """Holds if the interval [low, high] lies inside the claimed region; contradicted if the ``wide`` interval
-        (the same one if not given) lies wholly outside it; undecided otherwise."""
-        if self.low < low and high < self.high:
-            return HOLDS
-        wide_low, wide_high = wide if wide is not None else (low, high)
-        if wide_high < self.low or wide_low > self.high:
-            return CONTRADICTED
-        return UNDECIDED
-
-    def __str__(self) -> str:
-        if self.op == ">":
-            return f"> {self.low:.3g}"
-        if self.op == "<":
-            return f"< {self.high:.3g}"
-        return f"between {self.low:.3g} and {self.high:.3g}"
-
-
 @dataclass
-class Claim(Result):
-    """A decided claim: what was claimed, the measured quantity with its interval, and the verdict."""
+class Verdict(Result):
+    """A decided claim: what was claimed, the measured quantity with its interval, and the verdict.
+
+    ``stats`` holds each variant's statistic, ``samples`` its rounds, and
+    ``returned`` what each untimed variant returned round by round (a serving run's metrics, a profile).
+    """
 
     statement: str
     expect: str
@@ -105,7 +60,9 @@ class Claim(Result):
     threads: int | None = None
     load_average: float | None = None
     cpus: int | None = None
-    others: list[Claim] = field(default_factory=list, repr=False)  # claims decided on the same rounds (``also``)
+    better: str | dict[str, str] = field(default="lower", repr=False)  # how the statistics were taken
+    strict: bool = field(default=True, repr=False)  # False: never raises (a learner's prediction)
+    returned: dict[str, list] = field(default_factory=dict, repr=False)
 
     @property
     def decided(self) -> bool:
@@ -113,7 +70,8 @@ class Claim(Result):
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.pop("others")
+        for name in ("better", "strict", "returned"):
+            out.pop(name)
         return out
 
     def _value(self, x: float) -> str:
@@ -145,10 +103,6 @@ class Claim(Result):
         return "\n".join(lines)
 
 
-# Quantities a claim can be about. Each takes the per-variant statistics as a mapping of name -> value,
-# where a value is a float or a NumPy array of bootstrap resamples, and works elementwise on both.
-
-
 def _statistic(samples: np.ndarray, quantile: float, higher: np.ndarray, axis: int) -> np.ndarray:
     """Per variant: the ``quantile`` of lower-is-better samples, the 1 − ``quantile`` of higher-is-better."""
     low = np.quantile(samples, quantile, axis=axis)
@@ -156,9 +110,9 @@ def _statistic(samples: np.ndarray, quantile: float, higher: np.ndarray, axis: i
     return np.where(higher, high, low)
 
 
-def decide(
+def judge(
     samples: Mapping[str, Sequence[float]],
-    quantity: Quantity,
+    quantity: Quantity | Callable[[Mapping[str, float]], float],
     expect: Sequence | Expectation,
     *,
     better: str | Mapping[str, str] = "lower",
@@ -168,8 +122,8 @@ def decide(
 ) -> tuple[str, float, float, float, dict[str, float]]:
     """Decide a claim from per-round samples (one value per variant per round, rounds aligned).
 
-    Returns ``(verdict, estimate, low, high, stats)``. Used by :func:`compare` after every round, and
-    directly by tests on synthetic timings.
+    Returns ``(verdict, estimate, low, high, stats)``. Used by :func:`labkit.claims.decide` after every round, and
+    directly by tests on synthetic timings. ``quantity`` is a :class:`Quantity` or a function of plain floats.
     """
     names = list(samples)
     lengths = {len(samples[n]) for n in names}
@@ -183,11 +137,12 @@ def decide(
     higher = np.asarray([_better(better, n) == "higher" for n in names])
     point = _statistic(table, quantile, higher, axis=0)
     stats = {n: float(v) for n, v in zip(names, point, strict=True)}
-    estimate = float(quantity(stats))
+    of = quantity if isinstance(quantity, Quantity) else _quantity(quantity)
+    estimate = of(stats)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, table.shape[0], size=(RESAMPLES, table.shape[0]))
     resampled = _statistic(table[picks], quantile, higher, axis=1)  # (resamples, variants)
-    values = np.asarray(quantity({n: resampled[:, j] for j, n in enumerate(names)}), dtype=float)
+    values = of.resampled(names, resampled)
     values = values[np.isfinite(values)]
     if values.size == 0 or not math.isfinite(estimate):
         raise ValueError("the claim's quantity is not a finite number for these measurements")
@@ -202,45 +157,51 @@ def decide(
     return verdict, estimate, low, high, stats
 
 
-def _claim(statement, expectation, verdict, estimate, low, high, confidence, samples, stats, prediction, unit):
-    """A :class:`Claim` from decided rounds, with the spread and the machine's load at this moment."""
-    return Claim(
-        statement=statement,
-        expect=str(expectation),
+def _verdict(
+    claim: Claim, decided: tuple, samples: Mapping[str, Sequence[float]], confidence: float, seconds: float, **extra
+) -> Verdict:
+    """A :class:`Verdict` on ``claim`` from :func:`judge`'s answer, with the spread and the machine's load now."""
+    verdict, estimate, low, high, stats = decided
+    return Verdict(
+        statement=claim.statement,
+        expect=str(claim.expect),
         verdict=verdict,
         estimate=estimate,
         low=low,
         high=high,
         confidence=confidence,
         rounds=len(next(iter(samples.values()))),
-        seconds=0.0,
+        seconds=seconds,
         stats=stats,
         spread=_spread(samples),
         samples={n: list(v) for n, v in samples.items()},
-        prediction=prediction,
-        unit=unit,
+        prediction=claim.prediction,
+        unit=claim.unit,
+        strict=claim.strict,
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         cpus=os.cpu_count(),
+        **extra,
     )
 
 
-def _raise_if_contradicted(result: Claim) -> None:
-    if result.verdict == CONTRADICTED and strict():
+def _raise_if_contradicted(result: Verdict) -> None:
+    if result.verdict == CONTRADICTED and result.strict and strict():
         raise ClaimContradicted(
             f"{result.statement}: measured {result.estimate:.3g} [{result.low:.3g}, {result.high:.3g}], "
             f"claimed {result.expect}"
         )
 
 
-def report(result: Claim, log=None, show: bool = True, raise_now: bool = True) -> Claim:
-    """Show a decided claim, record it in ``log``, and raise in strict mode if it was contradicted."""
-    if show:
-        print(result)
-    if log is not None:
-        log.add_claim(result)
-    if raise_now:
+def report(results: Sequence[Verdict], log=None, show: bool = True) -> None:
+    """Show decided claims, record them in ``log``; then, in strict mode, raise on the first contradicted one
+    (after all are shown, so a failing run shows every verdict)."""
+    for result in results:
+        if show:
+            print(result)
+        if log is not None:
+            log.add_claim(result)
+    for result in results:
         _raise_if_contradicted(result)
-    return result
 
 
 def noisy_run(decided: Sequence[Mapping]) -> str | None:

@@ -184,7 +184,7 @@ class CeilingCalls:
 
 
 def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> CeilingCalls:
-    """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.compare`.
+    """The float32 matmul and copy of :func:`measure_roofline`, as calls for :func:`labkit.claims.decide`.
 
     Taught in notebook `start_here`.
     """

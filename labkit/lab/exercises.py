@@ -8,11 +8,10 @@ never raises on an answer, so Restart & Run All works with the exercises unsolve
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .. import claims
-from ..claims.verdicts import CONTRADICTED, HOLDS, Claim, Quantity, decide
+from ..claims import CONTRADICTED, HOLDS, Claim, Quantity, Verdict, decide, judge, stat
 from ..core.result import Result
 from .answers import KEY, PREDICTIONS, NotYet
 
@@ -83,15 +82,15 @@ class PredictionCheck(Result):
     low: float | None = None
     high: float | None = None
     rounds: int = 0
-    claim: Claim | None = field(default=None, repr=False)
+    claim: Verdict | None = field(default=None, repr=False)
     _quantity: Quantity | None = field(default=None, repr=False)
-    _better: str | Mapping[str, str] = field(default="lower", repr=False)
 
     def judge(self, prediction: float) -> str:
         """The verdict another ``prediction`` would get on the same rounds (nothing is measured again)."""
         if self.claim is None or self._quantity is None:
             raise ValueError("nothing was measured: this check had no prediction")
-        return decide(self.claim.samples, self._quantity, _band(prediction, self.within), better=self._better)[0]
+        band = _band(prediction, self.within)
+        return judge(self.claim.samples, self._quantity, band, better=self.claim.better)[0]
 
     def to_dict(self) -> dict:
         return {k: v for k, v in super().to_dict().items() if not k.startswith("_") and k != "claim"}
@@ -106,21 +105,20 @@ def _band(prediction: float, within: float) -> tuple[str, float, float]:
 def check_prediction(
     exercise: str,
     prediction,
+    measured: Mapping | Verdict | None = None,
+    of: Quantity | None = None,
     *,
-    variants: Mapping[str, Callable[[], object]] | None = None,
-    rounds: Mapping[str, list[float]] | None = None,
-    quantity: Quantity | None = None,
-    better="lower",
     unit: str = "",
-    **compare_kwargs,
+    **options,
 ) -> PredictionCheck:
-    """Measure ``variants`` (as :func:`labkit.claims.compare` does) only once the learner has written a
-    ``prediction``, and judge it against this machine's measurement of ``quantity``. ``rounds`` instead passes
-    rounds measured elsewhere (worker processes: :func:`labkit.claims.from_rounds`); give exactly one of the two.
+    """Measure (as :func:`labkit.claims.decide` does) only once the learner has written a ``prediction``, and
+    judge it against this machine's measurement of the quantity ``of`` (by default, the only series measured).
 
-    Taught in notebook `start_here`. A prediction holds if the measured interval lies within a factor of the exercise's
-    ``within`` (in :data:`labkit.lab.answers.PREDICTIONS`) of it; a contradicted prediction prints the hint and never
-    raises, even under ``make test``: it is the learner's guess that is judged, not the lesson.
+    Taught in notebook `start_here`. ``measured`` is what :func:`~labkit.claims.decide` takes: the variants, or
+    rounds measured elsewhere (worker processes); ``options`` are decide's (``device=``, ``better=``, ...). A
+    prediction holds if the measured interval lies within a factor of the exercise's ``within`` (in
+    :data:`labkit.lab.answers.PREDICTIONS`) of it; a contradicted prediction prints the hint and never raises,
+    even under ``make test``: it is the learner's guess that is judged, not the lesson.
     """
     if exercise not in PREDICTIONS:
         raise ValueError(f"no prediction exercise {exercise!r}; known: {', '.join(PREDICTIONS)}")
@@ -129,23 +127,21 @@ def check_prediction(
     if prediction is None:
         print(f"{label}: not attempted yet: write your prediction first (nothing is measured until you do).")
         return PredictionCheck(exercise, None, spec.within)
-    if (variants is None) == (rounds is None):
-        raise TypeError("give the variants to measure, or the rounds measured elsewhere (exactly one of the two)")
+    if measured is None:
+        raise TypeError(f"{label}: give what to measure (the variants, or rounds measured elsewhere)")
     band = _band(prediction, spec.within)
-    common = dict(claim=f"{label}: your prediction {prediction:.3g}{unit}, within a factor {spec.within:g}",
-                  expect=band, better=better, unit=unit, raises=False, **compare_kwargs)  # fmt: skip
-    only = next(iter(variants if variants is not None else rounds or {}))
-    quantity = quantity or (lambda s: s[only])
-    if variants is not None:
-        claim = claims.compare(variants, quantity=quantity, **common)
-    else:
-        assert rounds is not None  # exactly one of the two, checked above
-        claim = claims.from_rounds(rounds, quantity=quantity, **common)
-    if claim.verdict == HOLDS:
+    if of is None:
+        if not isinstance(measured, Mapping) or len(measured) != 1:
+            raise ValueError("with more than one variant, say which quantity the prediction is about (of=...)")
+        of = stat(next(iter(measured)))
+    claim = Claim(f"{label}: your prediction {prediction:.3g}{unit}, within a factor {spec.within:g}",
+                  of.between(*band[1:]), unit=unit, strict=False)  # fmt: skip
+    verdict = decide(claim, measured, **options)
+    if verdict.verdict == HOLDS:
         print(f"{label}: your prediction holds on this machine.")
-    elif claim.verdict == CONTRADICTED:
-        print(f"{label}: this machine measured {claim.estimate:.3g}{unit}, not {prediction:.3g}. Hint: {spec.hint}")
+    elif verdict.verdict == CONTRADICTED:
+        print(f"{label}: this machine measured {verdict.estimate:.3g}{unit}, not {prediction:.3g}. Hint: {spec.hint}")
     else:
         print(f"{label}: too noisy to tell on this run; compare your number with the interval above.")
-    return PredictionCheck(exercise, prediction, spec.within, claim.verdict, claim.estimate, claim.low, claim.high,
-                           claim.rounds, claim, quantity, better)  # fmt: skip
+    return PredictionCheck(exercise, prediction, spec.within, verdict.verdict, verdict.estimate, verdict.low,
+                           verdict.high, verdict.rounds, verdict, of)  # fmt: skip

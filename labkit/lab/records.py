@@ -154,7 +154,7 @@ class ResultLog:
         self.summary.update(to_jsonable(values))
 
     def add_claim(self, claim) -> None:
-        """Record a decided timing claim (:class:`labkit.claims.Claim`); the report lists each verdict."""
+        """Record a decided timing claim (:class:`labkit.claims.Verdict`); the report lists each verdict."""
         entry = to_jsonable(claim.to_dict())
         entry.pop("samples", None)  # the per-round samples stay in the notebook; the verdict travels
         self.claims.append(entry)

@@ -46,7 +46,7 @@ def _rounds(
     ``block_s`` seconds (sized from one warm call as :func:`labkit.claims.block_timer` sizes its blocks: a
     collective of a millisecond timed a call or two at a time is mostly noise). Every time is the slowest rank's,
     so all ranks agree on the samples and on the block sizes (a collective called more often on one rank than on
-    another would hang), and the parent can decide claims on the rounds with :func:`labkit.claims.from_rounds`.
+    another would hang), and the parent can decide claims on the rounds with :func:`labkit.claims.decide`.
     """
     from ..claims import calls_per_block, rotated
 

@@ -7,7 +7,7 @@ implementations: ``torch.distributed.optim.ZeroRedundancyOptimizer`` (ZeRO-1's o
 ``fully_shard`` (without and with resharding after the forward pass; the second is ZeRO-3), ``torch.distributed.tensor.parallel`` (Megatron-style tensor parallelism) and
 ``torch.distributed.pipelining`` (GPipe and 1F1B schedules). Collectives are counted with DTensor's
 ``CommDebugMode`` (and their buffers' bytes, :func:`_comm_mode`), memory by category with :func:`labkit.peak_memory`, and times are interleaved rounds that the
-notebook decides claims on (:func:`labkit.claims.from_rounds`).
+notebook decides claims on (:func:`labkit.claims.decide`).
 """
 
 from __future__ import annotations
