@@ -103,6 +103,14 @@ def _capstone(card) -> float:
     return card.seconds / 3600
 
 
+def _attention_overtakes() -> int:
+    from ..workloads.diffusion import DIT_XL_2, pass_flops
+
+    return next(
+        s for s in range(2, 1024, 2) if pass_flops(DIT_XL_2, s)["attention"] > pass_flops(DIT_XL_2, s)["linear"]
+    )
+
+
 KEY: dict[str, Answer] = {
     "start_here.1": Answer(lambda: _count_bmm(), "each of the 8 products is 2·M·N·K"),
     "start_here.2": Answer(
@@ -122,6 +130,11 @@ KEY: dict[str, Answer] = {
         "epochs x steps per epoch x step time",
         ("step_s", "batch"),
     ),  # fmt: skip
+    "generating_images.1": Answer(lambda: 6 * 4 / (50 * 2), "4 calls instead of 50 x 2"),
+    "generating_images.2": Answer(lambda: (1024 // 8 // 2) ** 2, "pixels / 8 per side, then 2x2 patches"),
+    "generating_images.3": Answer(
+        lambda: _attention_overtakes(), "attention is 4·N²·d per block, the linear terms about 24·N·d²"
+    ),
     "input_size.1": Answer(lambda: 3 * (4000 / 1000) ** 2, "4x the tokens, squared"),
     "input_size.2": Answer(lambda: math.log(20 / 2) / math.log(10_000 / 1_000), "log(time ratio) / log(size ratio)"),
     "input_size.3": Answer(
@@ -210,6 +223,7 @@ PREDICTIONS: dict[str, Prediction] = {
         1.5, "a step's FLOPs are 6 x parameters x samples: count the parameters of both models"
     ),
     "input_size.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
+    "generating_images.4": Prediction(1.25, "the network runs once per step; the rest of the loop is small"),
     "model_size.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
     "memory.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),
     "batch_size.5": Prediction(

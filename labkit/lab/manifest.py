@@ -98,6 +98,17 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         gpu_adds="saturation at far larger batches; a real out-of-memory in the search",
     ),
     Notebook(
+        slug="generating_images",
+        title="Generating images and video: why a picture takes seconds and a clip takes hours",
+        question="Why does an image take seconds and a video clip hours?",
+        topics=(
+            "a diffusion transformer (DiT) counted against its paper; time = steps × pass × 2 for guidance; 50, 25 "
+            "and 4 steps and what distillation buys; tokens from resolution and frames, and attention's N² "
+            "term; a 5-second clip estimated; the decoder's share; one prompt or a batch; activation memory"
+        ),
+        gpu_adds="larger latents and longer clips, where attention dominates; bf16 on tensor cores",
+    ),
+    Notebook(
         slug="multiple_gpus",
         title="Multiple GPUs: why four GPUs do not take a quarter of the time",
         question="Why don't four GPUs take a quarter of the time?",

@@ -111,6 +111,18 @@ SIZES: dict[str, dict[str, dict]] = {
             load_fraction=0.5, min_run_s=0.5, large_batch=dict(LARGE_BATCH, batches=[4, 8, 16, 32, 64, 128, 256, 512, 1024]),
         ),
     },
+    "generating_images": {
+        "quick": dict(
+            width=128, depth=2, heads=4, steps=[4, 25, 50], steps_side=16, guidance=4.0, cfg_side=32,
+            frame_side=16, frames=[4, 8, 16, 32], image_sides=[32, 64], batch_side=16, prompts=4,
+            mem_sides=[16, 32, 48, 64], decoder_widths=(64, 64, 32, 32),
+        ),
+        "full": dict(
+            width=512, depth=8, heads=8, steps=[4, 25, 50], steps_side=32, guidance=4.0, cfg_side=64,
+            frame_side=32, frames=[2, 4, 8, 16], image_sides=[64, 128], batch_side=32, prompts=8,
+            mem_sides=[32, 64, 96, 128], decoder_widths=(256, 256, 128, 64),
+        ),
+    },
     "multiple_gpus": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,
