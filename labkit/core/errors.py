@@ -42,3 +42,7 @@ class PlotStyleError(LabError, AssertionError):
 
 class SetupProblem(LabError, RuntimeError):
     """Something in the installation is broken; the message says what and how to fix it."""
+
+
+class CheckpointError(LabError, RuntimeError):
+    """A checkpoint is missing, incomplete or corrupt, or belongs to another model. Taught in notebook `checkpoints`."""

@@ -172,6 +172,13 @@ KEY: dict[str, Answer] = {
     "sharding.3": Answer(
         lambda: 2 + 2, "one per block forward (attention, MLP), one per block's input gradient backward"
     ),
+    "checkpoints.1": Answer(lambda: 13e9 * (2 + 12) / 1e9, "16-bit weights and 12 bytes of state, no gradients"),
+    "checkpoints.2": Answer(lambda: math.sqrt(2 * 60 * 6 * 3600) / 60, "τ = √(2·C·M), in minutes"),
+    "checkpoints.3": Answer(
+        lambda killed_after, every: (killed_after + 1) % every,
+        "the steps after the last checkpoint",
+        ("killed_after", "every"),
+    ),
     "latency_throughput.1": Answer(
         lambda: 4 + 0.8 * 4 / (2 * (1 - 0.8)), "ρ = λS = 0.8; mean wait = ρS / (2(1 - ρ)), plus S"
     ),
@@ -233,6 +240,7 @@ PREDICTIONS: dict[str, Prediction] = {
         1.5, "the ring model: time = 2(n-1)·latency + 2(n-1)/n · bytes / bandwidth, fitted above"
     ),
     "sharding.4": Prediction(1.5, "a step is (m + p - 1) micro-batch times: the fill and drain are paid once per step"),
+    "checkpoints.4": Prediction(1.5, "a save is its bytes over the disk's bandwidth: count both models' parameters"),
     "latency_throughput.4": Prediction(
         1.5, "all requests arrive at once; served one at a time, the k-th waits for k service times"
     ),

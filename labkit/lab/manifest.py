@@ -135,6 +135,18 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         gpu_essential=True,
     ),
     Notebook(
+        slug="checkpoints",
+        title="Long training runs: checkpoints, failures and resuming",
+        question="What happens when a week-long training run fails?",
+        topics=(
+            "a checkpoint's bytes by recipe and its time over the disk's fsync'd bandwidth, the page cache shown; "
+            "torch.save, sharded DCP on two ranks, async save and its overlap with training; a trainer SIGKILLed and resumed bit for bit; torn "
+            "and foreign checkpoints refused; Young's interval against a simulation; MTBF shrinking with the "
+            "cluster (Llama 3's interruptions); a loader waiting for storage"
+        ),
+        gpu_adds="GPU-to-host copies in an async save; NCCL ranks writing their shards",
+    ),
+    Notebook(
         slug="latency_throughput",
         title='Latency vs throughput: two different meanings of "fast"',
         question="Fast for whom?",

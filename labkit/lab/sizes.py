@@ -151,6 +151,18 @@ SIZES: dict[str, dict[str, dict]] = {
             timeout_s=600,
         ),
     },
+    "checkpoints": {
+        "quick": dict(
+            d_in=256, hidden=1024, depth=3, classes=10, batch=64, shard_width=256, shard_depth=4,
+            train_steps=300, every=100, kill_after=150, overlap_steps=2, example_save_s=60.0, example_restart_s=300.0,
+            example_mtbf_s=6 * 3600.0, cluster_save_s=60.0, data_files=16, data_file_bytes=4 << 20,
+        ),
+        "full": dict(
+            d_in=1024, hidden=4096, depth=3, classes=10, batch=256, shard_width=1024, shard_depth=4,
+            train_steps=3000, every=500, kill_after=1700, overlap_steps=4, example_save_s=60.0, example_restart_s=300.0,
+            example_mtbf_s=6 * 3600.0, cluster_save_s=60.0, data_files=64, data_file_bytes=32 << 20,
+        ),
+    },
     "latency_throughput": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, single_n=300, offline_n=300, max_batches=[1, 8, 32, 128],

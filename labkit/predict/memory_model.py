@@ -39,7 +39,10 @@ RECIPES: dict[str, StateBytes] = {
 
 
 def bytes_per_parameter(recipe: str) -> StateBytes:
-    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (notebooks `inference_vs_training` and `memory`)."""
+    """State bytes per parameter for a recipe such as ``"fp32 adam"``.
+
+    Taught in notebook `checkpoints`; notebooks `inference_vs_training` and `memory` reach it through state_bytes.
+    """
     key = recipe.strip().lower()
     if key not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
