@@ -197,6 +197,53 @@ def test_find_max_batch_brackets_the_limit_exactly():
     assert "240" in str(search) and "241" in str(search)
 
 
+class _FakeCudaAllocator:
+    """The CUDA caching allocator's counters, on a CPU: ``held`` bytes already allocated, ``capacity`` in all."""
+
+    def __init__(self, monkeypatch, held: int, capacity: int):
+        self.current, self.peak, self.capacity, self.empty_cache_calls = held, held, capacity, 0
+        for name, fake in dict(
+            synchronize=lambda device=None: None,
+            reset_peak_memory_stats=lambda device=None: setattr(self, "peak", self.current),
+            memory_allocated=lambda device=None: self.current,
+            max_memory_allocated=lambda device=None: self.peak,
+            max_memory_reserved=lambda device=None: self.peak,
+            empty_cache=lambda: setattr(self, "empty_cache_calls", self.empty_cache_calls + 1),
+            mem_get_info=lambda device=None: (self.capacity - self.current, self.capacity),
+        ).items():
+            monkeypatch.setattr(torch.cuda, name, fake)
+
+    def step_needing(self, bytes_per_sample: int):
+        def step(batch: int) -> None:
+            need = bytes_per_sample * batch
+            if self.current + need > self.capacity:
+                raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {need} bytes")
+            self.current += need
+            self.peak = max(self.peak, self.current)
+            self.current -= need
+
+        return step
+
+
+def test_the_cuda_search_counts_the_steps_own_peak_not_what_the_process_holds(monkeypatch):
+    # 4,000 bytes of tracked state (the model), 50 MB held by earlier cells, 400 bytes a sample
+    state = torch.zeros(1000)
+    monkeypatch.setattr(memory.gc, "collect", lambda: 0)  # nothing to collect here; 0.2 s a call with torch loaded
+    fake = _FakeCudaAllocator(monkeypatch, held=50_000_000 + state.nbytes, capacity=10**9)
+    step = fake.step_needing(400)
+    search = max_batch.find_max_batch(step, "cuda", budget_bytes=100_000, track=(state,))
+    assert (search.largest_fitting, search.smallest_failing) == (240, 241), "(budget - state) / bytes a sample"
+    assert {t.batch: t.peak_bytes for t in search.trials}[240] == 100_000
+    assert fake.empty_cache_calls == len(search.trials), "each trial hands the cached blocks back"
+    # Without a budget a real out-of-memory is the failure; 100,000 bytes free beyond what is held give the same
+    capped = _FakeCudaAllocator(monkeypatch, held=50_000_000 + state.nbytes, capacity=50_000_000 + 100_000)
+    real = max_batch.find_max_batch(capped.step_needing(400), "cuda", track=(state,))
+    assert (real.largest_fitting, real.smallest_failing) == (240, 241)
+    oom = [t for t in real.trials if not t.fits]
+    assert oom and all(t.peak_bytes is None and t.note.startswith("out of memory") for t in oom)
+    assert capped.current == 50_000_000 + state.nbytes, "nothing is left allocated after the failed trials"
+
+
 def test_find_max_batch_stops_at_its_limit_and_fails_clearly_when_nothing_fits():
     search = max_batch.find_max_batch(_step_needing(4), "cpu", budget_bytes=10**6, limit=100)
     assert (search.largest_fitting, search.smallest_failing) == (100, None)
