@@ -59,11 +59,71 @@ def run_cells(notebook: Path) -> None:
         print(f"## cell {i} took {time.perf_counter() - start:.1f} s", flush=True)
 
 
-def _claims(record: Path) -> str:
+VERDICTS = ("holds", "undecided", "contradicted")
+
+
+def claim_counts(record: Path) -> dict[str, int] | None:
+    """How many of a result record's claims hold, are undecided and are contradicted; None if there is no record."""
     if not record.exists():
-        return "no record"
+        return None
     verdicts = [c.get("verdict") for c in json.loads(record.read_text()).get("claims", [])]
-    return ", ".join(f"{verdicts.count(v)} {v}" for v in ("holds", "undecided", "contradicted"))
+    return {v: verdicts.count(v) for v in VERDICTS}
+
+
+def _claims(record: Path) -> str:
+    counts = claim_counts(record)
+    return "no record" if counts is None else ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a notebook's whole process group: SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=10)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_notebooks(jobs, device: str, results: Path, logs: Path, timeout: float, deadline: float | None = None):
+    """Run each ``(notebook, profile)`` of ``jobs`` in its own process group, in order; one row each:
+    ``(slug, profile, outcome, seconds, claim counts or None)``. A notebook that would start with under 10 s of
+    the ``deadline`` left is not started."""
+    results.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parents[1]
+    began = time.monotonic()
+    rows = []
+    for nb, profile in jobs:
+        limit = timeout
+        if deadline is not None:
+            limit = min(limit, deadline - (time.monotonic() - began))
+            if limit < 10:
+                rows.append((nb.stem, profile, "not started (deadline)", 0.0, None))
+                continue
+        env = dict(os.environ, LABKIT_PROFILE=profile, LABKIT_DEVICE=device, LABKIT_HEADLESS="1",
+                   LABKIT_RESULTS_DIR=str(results.resolve()), PYTHONUNBUFFERED="1", MPLBACKEND="Agg",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))  # fmt: skip
+        (results / f"{nb.stem}.json").unlink(missing_ok=True)  # a failed run must not show an earlier record
+        start = time.monotonic()
+        with open(logs / f"{nb.stem}.log", "w") as log:
+            proc = subprocess.Popen([sys.executable, __file__, "--cell-runner", str(nb.resolve())], stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, cwd=nb.parent, start_new_session=True)  # fmt: skip
+            try:
+                outcome = "ok" if proc.wait(timeout=limit) == 0 else f"failed (rc {proc.returncode})"
+            except subprocess.TimeoutExpired:
+                outcome = f"stopped after {limit:.0f} s"
+                _stop(proc)
+            except BaseException:  # Ctrl-C: leave nothing running
+                _stop(proc)
+                raise
+        rows.append((nb.stem, profile, outcome, time.monotonic() - start, claim_counts(results / f"{nb.stem}.json")))
+        print(f"{nb.stem} ({profile}): {outcome} in {rows[-1][3]:.0f} s; claims: "
+              f"{_claims(results / f'{nb.stem}.json')}", flush=True)  # fmt: skip
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,44 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such notebook: {', '.join(missing)}")
     if args.timeout <= 0 or (args.deadline is not None and args.deadline <= 0):
         parser.error("--timeout and --deadline must be positive numbers of seconds")
-    args.results.mkdir(parents=True, exist_ok=True)
-    args.logs.mkdir(parents=True, exist_ok=True)
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, LABKIT_PROFILE=args.profile, LABKIT_DEVICE=args.device, LABKIT_HEADLESS="1",
-               LABKIT_RESULTS_DIR=str(args.results.resolve()), PYTHONUNBUFFERED="1", MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))  # fmt: skip
-    began = time.monotonic()
-    rows = []
-    for nb in args.notebooks:
-        limit = args.timeout
-        if args.deadline is not None:
-            limit = min(limit, args.deadline - (time.monotonic() - began))
-            if limit < 10:
-                rows.append((nb.stem, "not started (deadline)", 0.0, ""))
-                continue
-        start = time.monotonic()
-        with open(args.logs / f"{nb.stem}.log", "w") as log:
-            proc = subprocess.Popen([sys.executable, __file__, "--cell-runner", str(nb.resolve())], stdout=log,
-                                    stderr=subprocess.STDOUT, env=env, cwd=nb.parent, start_new_session=True)  # fmt: skip
-            try:
-                outcome = "ok" if proc.wait(timeout=limit) == 0 else f"failed (rc {proc.returncode})"
-            except subprocess.TimeoutExpired:
-                outcome = f"stopped after {limit:.0f} s"
-                for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-                    try:
-                        os.killpg(proc.pid, sig)
-                        proc.wait(timeout=wait)
-                        break
-                    except ProcessLookupError:
-                        break
-                    except subprocess.TimeoutExpired:
-                        continue
-        rows.append((nb.stem, outcome, time.monotonic() - start, _claims(args.results / f"{nb.stem}.json")))
-        print(f"{nb.stem}: {outcome} in {rows[-1][2]:.0f} s; claims: {rows[-1][3]}", flush=True)
+    rows = run_notebooks([(nb, args.profile) for nb in args.notebooks], args.device, args.results, args.logs,
+                         args.timeout, args.deadline)  # fmt: skip
     print("\n| notebook | outcome | seconds | claims |\n| --- | --- | --- | --- |")
-    for name, outcome, secs, claims in rows:
+    for name, _profile, outcome, secs, counts in rows:
+        claims = "no record" if counts is None else ", ".join(f"{n} {v}" for v, n in counts.items())
         print(f"| {name} | {outcome} | {secs:.0f} | {claims} |")
-    return 0 if all(r[1] == "ok" for r in rows) else 1
+    return 0 if all(r[2] == "ok" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -28,11 +28,16 @@ class Notebook:
     gpu_adds: str  # what running it on a GPU adds
     gpu_essential: bool = False  # the lesson needs a GPU (or several) to be seen in full: shown in bold
     budget_s: float = 30.0  # the quick profile's budget on 2 CPU cores, kernel start to the learner's last cell
+    # the profile the GPU acceptance run (tools/gpu_acceptance.py) gives it: "full" where a full run on one GPU has
+    # taken a minute or two at most, "quick" where it took longer or has not yet been timed on one
+    gpu_profile: str = "quick"
     teaching_notes: str = ""  # for the instructor guide, below the notebook's goals
 
     def __post_init__(self) -> None:
         if not re.fullmatch(SLUG_PATTERN, self.slug):
             raise ValueError(f"a slug is lower-case letters, digits and underscores, got {self.slug!r}")
+        if self.gpu_profile not in ("quick", "full"):
+            raise ValueError(f"gpu_profile is 'quick' or 'full', got {self.gpu_profile!r}")
 
     @property
     def file(self) -> str:
@@ -46,6 +51,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         question="How fast is this machine, and how do I time anything without fooling myself?",
         topics="machine card, timing mistakes, FLOPs vs MACs, the two ceilings, the roofline",
         gpu_adds="its own ceilings (TFLOP/s, TB/s) beside the datasheet's",
+        gpu_profile="full",
     ),
     Notebook(
         slug="inference_vs_training",
@@ -53,6 +59,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         question="Why is training so much more expensive than inference, and fine-tuning in between?",
         topics="FLOPs ×3, memory by category, a real training run, from one step to a whole job",
         gpu_adds="the full profile's wider model, at GPU speed",
+        gpu_profile="full",
     ),
     Notebook(
         slug="input_size",
@@ -63,6 +70,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "predicted from short runs"
         ),
         gpu_adds="long sequences and large images at GPU speed",
+        gpu_profile="full",
     ),
     Notebook(
         slug="model_size",
@@ -73,6 +81,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "roofline, parameters vs FLOPs, MACs vs FLOPs against the papers, when the small model wins"
         ),
         gpu_adds="how close the larger models get to the datasheet peak",
+        gpu_profile="full",
     ),
     Notebook(
         slug="memory",
@@ -84,6 +93,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "out-of-memory, offloading"
         ),
         gpu_adds="the CUDA context, a real out-of-memory error, offloading over PCIe",
+        gpu_profile="full",
     ),
     Notebook(
         slug="batch_size",
@@ -171,6 +181,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "Leviathan's formula; MLPerf's scenarios, percentiles and LoadGen's early-stopping sample count"
         ),
         gpu_adds="decode against HBM bandwidth; why a model this small is launch-bound there",
+        gpu_profile="full",
         teaching_notes=(
             "the engine (`labkit.serving.llm.Engine`) is about 100 lines and worth reading with the class: "
             "the two schedulers differ in one line (when to admit), and pre-emption (on-demand KV memory) is "
