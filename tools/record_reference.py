@@ -70,8 +70,7 @@ def claim_counts(record: Path) -> dict[str, int] | None:
     return {v: verdicts.count(v) for v in VERDICTS}
 
 
-def _claims(record: Path) -> str:
-    counts = claim_counts(record)
+def _claims(counts: dict[str, int] | None) -> str:
     return "no record" if counts is None else ", ".join(f"{n} {v}" for v, n in counts.items())
 
 
@@ -122,7 +121,7 @@ def run_notebooks(jobs, device: str, results: Path, logs: Path, timeout: float, 
                 raise
         rows.append((nb.stem, profile, outcome, time.monotonic() - start, claim_counts(results / f"{nb.stem}.json")))
         print(f"{nb.stem} ({profile}): {outcome} in {rows[-1][3]:.0f} s; claims: "
-              f"{_claims(results / f'{nb.stem}.json')}", flush=True)  # fmt: skip
+              f"{_claims(rows[-1][4])}", flush=True)  # fmt: skip
     return rows
 
 
@@ -151,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                          args.timeout, args.deadline)  # fmt: skip
     print("\n| notebook | outcome | seconds | claims |\n| --- | --- | --- | --- |")
     for name, _profile, outcome, secs, counts in rows:
-        claims = "no record" if counts is None else ", ".join(f"{n} {v}" for v, n in counts.items())
-        print(f"| {name} | {outcome} | {secs:.0f} | {claims} |")
+        print(f"| {name} | {outcome} | {secs:.0f} | {_claims(counts)} |")
     return 0 if all(r[2] == "ok" for r in rows) else 1
 
 
