@@ -62,3 +62,15 @@ def test_cpu_attention_operators_exist_and_are_counted():
 
 def test_aten_op_of_an_unknown_name_is_none():
     assert compat.aten_op("no_such_operator_anywhere") is None
+
+
+def test_backend_questions_answer_with_a_reason_a_learner_can_act_on(monkeypatch):
+    import shutil
+
+    assert compat.native_bf16("cpu") and not compat.native_bf16("mps")
+    assert compat.compile_unsupported("mps") == "labkit runs torch.compile on CPUs and CUDA GPUs only, not on 'mps'"
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert "no C++ compiler" in compat.compile_unsupported("cpu")
+    assert compat.first_failure(lambda x: x + 1, 1) is None
+    failure = compat.first_failure(lambda: torch.ones(2) @ torch.ones(3))
+    assert failure.startswith("RuntimeError: ") and "\n" not in failure

@@ -14,7 +14,27 @@ def test_auto_uses_environment_then_device(monkeypatch):
     assert sizes.resolve_profile("auto") == "full"
     monkeypatch.delenv(sizes.PROFILE_ENV)
     assert sizes.resolve_profile("auto", device="cpu") == "quick"
+    monkeypatch.setattr(sizes, "_device_shortfall", lambda device: None)
     assert sizes.resolve_profile("auto", device="cuda") == "full"
+
+
+def test_auto_keeps_quick_sizes_on_a_gpu_too_small_for_full_and_says_why(monkeypatch):
+    monkeypatch.delenv(sizes.PROFILE_ENV, raising=False)
+    t4 = sizes.full_profile_shortfall(14.56, 8.1, "Tesla T4")  # as a T4 reports its memory; datasheet fp32
+    assert t4 == (
+        "this Tesla T4 has 14.6 GiB of memory (the full sizes want 20) and 8.1 TFLOP/s of float32 (the full sizes "
+        "want 20)"
+    )
+    laptop = sizes.full_profile_shortfall(7.6, 22.0, "NVIDIA GeForce RTX 4070 Laptop GPU")
+    assert laptop is not None and "7.6 GiB" in laptop and "TFLOP/s" not in laptop
+    assert sizes.full_profile_shortfall(22.0, 30.3, "NVIDIA L4") is None  # an L4 runs the full sizes
+    assert sizes.full_profile_shortfall(79.2, 67.0, "NVIDIA H100 80GB HBM3") is None
+    monkeypatch.setattr(sizes, "_device_shortfall", lambda device: t4)
+    profile, why = sizes.choose_profile("auto", "cuda")
+    assert (profile, why) == ("quick", f'{t4}: quick sizes (PROFILE = "full" runs the full ones anyway)')
+    profile, why = sizes.choose_profile("full", "cuda")  # asked for: obeyed, with the warning
+    assert profile == "full" and why.startswith(t4) and "may run out of memory" in why
+    assert sizes.choose_profile("auto", "cpu") == ("quick", None)
 
 
 def test_unknown_profile_lists_allowed():

@@ -10,7 +10,9 @@ canary: after a PyTorch upgrade it fails, naming what moved, before a notebook b
 - :func:`int8_weight_matmul`: ``torch._weight_int8pack_mm``, the CPU int8-weight kernel (else dequantise);
 - :func:`aten_op`: private aten operators whose FLOPs ``FlopCounterMode`` does not count (CPU attention);
 - ``TorchDispatchMode`` and ``tree_leaves`` (``torch.utils._python_dispatch``, ``torch.utils._pytree``): how
-  ``count_memory_traffic`` sees every operator's inputs and outputs, as ``FlopCounterMode`` itself does.
+  ``count_memory_traffic`` sees every operator's inputs and outputs, as ``FlopCounterMode`` itself does;
+- :func:`has_triton` (``torch.utils._triton``) and the backend questions around it: :func:`native_bf16`,
+  :func:`compile_unsupported`, :func:`first_failure`: what a device lacks, asked before a notebook needs it.
 """
 
 from __future__ import annotations
@@ -87,3 +89,64 @@ def int8_weight_matmul(x: torch.Tensor, weight_int8: torch.Tensor, scale: torch.
 def aten_op(name: str):
     """The private aten operator ``name``, or None where this PyTorch has none by that name."""
     return getattr(torch.ops.aten, name, None)
+
+
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether ``device`` has bf16 arithmetic units (not emulation): CPUs yes, NVIDIA GPUs from compute 8.0.
+
+    ``torch.cuda.is_bf16_supported()`` also answers True where bf16 is only emulated (a T4) unless asked for
+    ``including_emulation=False``, which older PyTorch lacks; then the compute capability decides.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type == "cpu"
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # PyTorch before 2.3
+        return torch.version.hip is not None or torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def has_triton() -> bool:
+    """Whether Triton, which ``torch.compile`` needs to generate GPU kernels, is installed and usable."""
+    try:
+        from torch.utils._triton import has_triton as _has_triton
+    except ImportError:
+        return False
+    return bool(_has_triton())
+
+
+def compile_unsupported(device: torch.device | str) -> str | None:
+    """Why ``torch.compile`` (its default backend, inductor) cannot build code for ``device`` here; None if it can.
+
+    Taught in notebook `optimisation`. Only what can be known without compiling: inductor writes C++ for a CPU (a compiler must be on PATH) and
+    Triton kernels for a GPU (Triton must be installed, and needs compute capability 7.0 or later). A notebook
+    still runs its compiled variant under :func:`first_failure`, since a backend can fail in other ways.
+    """
+    import shutil
+
+    device = torch.device(device)
+    if device.type == "cpu":
+        if not any(shutil.which(cxx) for cxx in ("g++", "c++", "clang++", "cl")):
+            return "inductor turns CPU code into C++, and no C++ compiler (g++, clang++, cl) is on PATH"
+        return None
+    if device.type == "cuda":
+        if not has_triton():
+            return "inductor writes GPU kernels in Triton, which this installation lacks"
+        if torch.version.hip is None and torch.cuda.get_device_capability(device) < (7, 0):
+            return "Triton needs an NVIDIA GPU of compute capability 7.0 or later"
+        return None
+    return f"labkit runs torch.compile on CPUs and CUDA GPUs only, not on {device.type!r}"
+
+
+def first_failure(fn, *args) -> str | None:
+    """Run ``fn(*args)``; None if it worked, else the error in one line (its type and first line of message).
+
+    For a variant a backend may lack (an int8 kernel on MPS, a compiler that fails): the notebook says why it is
+    left out and goes on, rather than stopping the lesson. Taught in notebook `optimisation`.
+    """
+    try:
+        fn(*args)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
+    return None

@@ -62,7 +62,7 @@ SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
         Setting("LABKIT_PROFILE", "experiment sizes when a notebook's PROFILE is auto (make test sets quick)",
-                "quick, full", "full on a CUDA GPU, else quick", _choice("quick", "full")),
+                "quick, full", "full on a CUDA GPU with 20 GiB and 20 TFLOP/s fp32, else quick", _choice("quick", "full")),
         Setting("LABKIT_DEVICE", "the device when a notebook's DEVICE is auto", "auto, cpu, cuda, cuda:N, mps",
                 "auto: CUDA, then MPS, then CPU", lambda t: t.lower(), "auto"),
         Setting("LABKIT_THREADS", "PyTorch CPU threads set by labkit.start", "a whole number, 1 or more",

@@ -12,18 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..core import compat
 from ..core.result import Result
-from ..predict.specs import DATASHEETS
+from ..predict.specs import datasheet_for
 from .flops import matmul_flops
 from .timing import TimingRecord, measure
-
-
-def datasheet_for(device_name: str) -> dict[str, float] | None:
-    """The datasheet entry whose key appears in ``device_name``, if any. Taught in notebook `start_here`."""
-    for key, sheet in DATASHEETS.items():
-        if key.lower() in device_name.lower():
-            return sheet
-    return None
 
 
 def tf32_allowed() -> bool:
@@ -38,7 +31,7 @@ def datasheet_peak_flops(
     device: torch.device | str, dtype: torch.dtype = torch.float32, *, device_name: str | None = None
 ) -> float | None:
     """The datasheet's dense peak FLOP/s for ``dtype`` on ``device``, or ``None`` where there is none (a CPU, a GPU
-    not in :data:`labkit.predict.specs.DATASHEETS`). Taught in notebook `inference_vs_training`.
+    not in :data:`labkit.predict.specs.DATASHEETS`, a format it has no units for). Taught in notebook `inference_vs_training`.
 
     MFU as practitioners quote it (Chowdhery et al., 2022, appendix B) divides achieved FLOP/s by this figure. For
     float32 it is the TF32 tensor-core figure when TF32 is allowed (:func:`tf32_allowed`), else plain fp32.
@@ -52,11 +45,12 @@ def datasheet_peak_flops(
     sheet = datasheet_for(device_name)
     if sheet is None:
         return None
-    if dtype in (torch.bfloat16, torch.float16):
-        return sheet["bf16_tflops"] * 1e12
+    peak = {torch.bfloat16: sheet.bf16_tflops, torch.float16: sheet.fp16_tflops}.get(dtype)
     if dtype == torch.float32:
-        return (sheet["tf32_tflops"] if tf32_allowed() else sheet["fp32_tflops"]) * 1e12
-    raise ValueError(f"no datasheet peak for {dtype}; allowed: torch.float32, torch.bfloat16, torch.float16")
+        peak = sheet.tf32_tflops if tf32_allowed() and sheet.tf32_tflops is not None else sheet.fp32_tflops
+    elif dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"no datasheet peak for {dtype}; allowed: torch.float32, torch.bfloat16, torch.float16")
+    return None if peak is None else peak * 1e12
 
 
 @contextlib.contextmanager
@@ -85,9 +79,13 @@ def tf32_matmuls() -> Iterator[None]:
 
 
 def low_precision_dtype(device: torch.device | str) -> torch.dtype:
-    """The 16-bit type worth using on ``device``: bf16 on CPUs and recent GPUs, else fp16. Taught in notebook `start_here`."""
+    """The 16-bit type worth using on ``device``: bf16 on CPUs and on GPUs with bf16 units, else fp16.
+
+    Taught in notebook `start_here`. A GPU without bf16 units (a T4, compute capability 7.5) runs bf16 emulated,
+    slower than fp16, so it gets fp16 (and fp16 training needs ``torch.amp.GradScaler``); Apple's MPS gets fp16.
+    """
     device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+    if device.type == "cuda" and not compat.native_bf16(device):
         return torch.float16
     if device.type == "mps":
         return torch.float16

@@ -95,7 +95,7 @@ def start(
     from . import plots, records, sizes
 
     chosen = device_mod.choose_device(device)
-    resolved = sizes.resolve_profile(profile, chosen)
+    resolved, profile_note = sizes.choose_profile(profile, chosen)
     cfg = sizes.settings(name, resolved)  # an unknown notebook name fails here, before anything is changed
     n_threads = default_threads() if threads is None else threads
     if not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1:
@@ -112,4 +112,6 @@ def start(
     if show:
         print(f"{records.card_line(card)} (of {lab.cores} cores: PyTorch leaves one for the rest of the machine)"
               if n_threads == lab.cores - 1 else records.card_line(card))  # fmt: skip
+    if profile_note:
+        print(f"profile {resolved!r}: {profile_note}")
     return lab

@@ -1,21 +1,120 @@
 """Vendor figures in one table: datasheet ceilings, GPU memory sizes, interconnect links (notebooks `start_here`, `memory`, `multiple_gpus`, `estimating_a_job`).
 
-Every number here is a vendor's published figure (or, where said, a typical order of magnitude); the modules that
-use them import them from here: :mod:`labkit.instruments.ceilings` (datasheet ceilings), :mod:`labkit.predict.memory_model` (memory
-sizes), :mod:`labkit.predict.comm_model` (links).
+Every number here is a vendor's published figure (or, where said, derived from one or a typical order of
+magnitude); the modules that use them import them from here: :mod:`labkit.instruments.ceilings` (datasheet
+ceilings), :mod:`labkit.predict.memory_model` (memory sizes), :mod:`labkit.predict.comm_model` (links).
 """
 
 from __future__ import annotations
 
-# Published dense peak figures (no sparsity) for a few datacenter GPUs (SXM boards), to compare a measured
-# ceiling with its datasheet. Sources: NVIDIA's A100, H100 and H200 datasheets. Their tensor-core rows are printed
-# "with sparsity"; the dense figure is half of it (H100/H200 bf16 1,979 -> 989, TF32 989 -> 494.5; A100 TF32 312
-# -> 156, bf16 624 -> 312). fp32 is the plain (non-tensor-core) figure; TF32 is float32 matmul on tensor cores.
-DATASHEETS: dict[str, dict[str, float]] = {
-    "H200": {"bf16_tflops": 989.0, "tf32_tflops": 494.5, "fp32_tflops": 67.0, "bandwidth_gbs": 4800.0},
-    "H100 80GB HBM3": {"bf16_tflops": 989.0, "tf32_tflops": 494.5, "fp32_tflops": 67.0, "bandwidth_gbs": 3350.0},
-    "A100-SXM4-80GB": {"bf16_tflops": 312.0, "tf32_tflops": 156.0, "fp32_tflops": 19.5, "bandwidth_gbs": 2039.0},
-}
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """One GPU's published dense peaks (TFLOP/s; int8 in TOP/s), memory bandwidth (GB/s) and memory (GiB).
+
+    Dense means without 2:4 structured sparsity: the tensor-core rows of NVIDIA's datasheets are printed "with
+    sparsity" (an asterisk) and the dense figure is half of it. ``None`` means the GPU has no units for that format
+    (a T4 has no bf16, TF32 or fp8 tensor cores). The 16-bit figures are those with fp32 accumulation, what
+    PyTorch's matmuls use: GeForce cards run fp32 accumulation at half the rate of fp16 accumulation, and their
+    whitepapers print both. ``memory_gib`` is the datasheet's "GB", which for HBM and GDDR parts is binary (an
+    "80 GB" H100 has 80 GiB); a device reports 2-9% less, what the driver and ECC keep (PyTorch's out-of-memory
+    messages print, e.g., "a total capacity of 14.56 GiB" on a T4 and 44.53 GiB on an L40S), and labkit always
+    reads the device's own figure. ``reported_names`` are the names ``torch.cuda.get_device_name`` returns.
+    """
+
+    name: str
+    reported_names: tuple[str, ...]
+    fp32_tflops: float
+    tf32_tflops: float | None
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    fp8_tflops: float | None
+    int8_tops: float | None
+    bandwidth_gbs: float
+    memory_gib: float
+    source: str
+
+    def ridge(self, precision: str) -> float | None:
+        """FLOP per byte where this GPU turns compute-bound at ``precision`` ("fp32", "tf32", "bf16", ...)."""
+        peak = getattr(self, f"{precision}_tflops")
+        return None if peak is None else peak * 1e12 / (self.bandwidth_gbs * 1e9)
+
+
+_ADA = "NVIDIA Ada GPU architecture whitepaper, appendix table"
+_AMPERE_GA102 = "NVIDIA Ampere GA102 GPU architecture whitepaper, appendix table"
+_RTX_BLACKWELL = "NVIDIA RTX Blackwell GPU architecture whitepaper, appendix table"
+
+# fmt: off
+DATASHEET_ROWS: tuple[Datasheet, ...] = (
+    Datasheet("T4", ("Tesla T4", "NVIDIA T4"), 8.1, None, None, 65.0, None, 130.0, 320.0, 16,
+              "NVIDIA T4 datasheet (Turing: no sparsity, no bf16/TF32; 'mixed precision FP16/FP32 65 TFLOPS')"),
+    Datasheet("L4", ("NVIDIA L4",), 30.3, 60.0, 121.0, 121.0, 242.5, 242.5, 300.0, 24,
+              "NVIDIA L4 datasheet (sparse 120/242/485 halved)"),
+    Datasheet("A10G", ("NVIDIA A10G",), 35.0, 35.0, 70.0, 70.0, None, 140.0, 600.0, 24,
+              "no NVIDIA datasheet (an AWS part): 24 GB and 600 GB/s from AWS's G5 page; peaks derived from its "
+              "80 SMs at 1.71 GHz with GA102's per-SM rates at fp32 accumulation (512 dense 16-bit FLOP/clock)"),
+    Datasheet("RTX 3090", ("NVIDIA GeForce RTX 3090",), 35.6, 35.6, 71.0, 71.0, None, 284.0, 936.0, 24,
+              _AMPERE_GA102),
+    Datasheet("RTX 4090", ("NVIDIA GeForce RTX 4090",), 82.6, 82.6, 165.2, 165.2, 330.3, 660.6, 1008.0, 24, _ADA),
+    Datasheet("RTX 5090", ("NVIDIA GeForce RTX 5090",), 104.8, 104.8, 209.5, 209.5, 419.0, 838.0, 1792.0, 32,
+              _RTX_BLACKWELL),
+    Datasheet("RTX PRO 6000 Blackwell",
+              ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+              125.0, 250.0, 500.0, 500.0, 1000.0, 1000.0, 1792.0, 96,
+              "NVIDIA RTX PRO 6000 Blackwell datasheet: 125 TFLOPS fp32, 4,000 AI TOPS (fp4, sparse), 1,792 GB/s; "
+              "the dense tensor figures halve 4,000 for sparsity and again per doubling of precision, TF32 at half "
+              "the 16-bit rate as on every NVIDIA tensor core (a professional card accumulates in fp32 at full rate). The Max-Q edition (300 W) is slower and has no row"),
+    Datasheet("L40S", ("NVIDIA L40S",), 91.6, 183.0, 362.05, 362.05, 733.0, 733.0, 864.0, 48,
+              "NVIDIA L40S datasheet (dense column)"),
+    Datasheet("A100 40GB", ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"), 19.5, 156.0, 312.0, 312.0, None,
+              624.0, 1555.0, 40, "NVIDIA A100 datasheet (40GB: 1,555 GB/s)"),
+    Datasheet("A100 80GB PCIe", ("NVIDIA A100 80GB PCIe",), 19.5, 156.0, 312.0, 312.0, None, 624.0, 1935.0, 80,
+              "NVIDIA A100 datasheet (80GB PCIe: 1,935 GB/s)"),
+    Datasheet("A100 80GB SXM", ("NVIDIA A100-SXM4-80GB",), 19.5, 156.0, 312.0, 312.0, None, 624.0, 2039.0, 80,
+              "NVIDIA A100 datasheet (80GB SXM: 2,039 GB/s)"),
+    Datasheet("H100 PCIe", ("NVIDIA H100 PCIe",), 51.0, 378.0, 756.5, 756.5, 1513.0, 1513.0, 2000.0, 80,
+              "NVIDIA H100 datasheet, PCIe column (sparse 756/1,513/3,026 halved)"),
+    Datasheet("H100 SXM", ("NVIDIA H100 80GB HBM3",), 67.0, 494.5, 989.0, 989.0, 1979.0, 1979.0, 3350.0, 80,
+              "NVIDIA H100 datasheet, SXM column (sparse 989/1,979/3,958 halved; the Hopper whitepaper's dense "
+              "bf16 figure is 989.4)"),
+    Datasheet("H100 NVL", ("NVIDIA H100 NVL",), 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5, 3900.0, 94,
+              "NVIDIA H100 datasheet, NVL column (sparse 835/1,671/3,341 halved)"),
+    Datasheet("H200", ("NVIDIA H200",), 67.0, 494.5, 989.0, 989.0, 1979.0, 1979.0, 4800.0, 141,
+              "NVIDIA H200 datasheet, SXM column (compute as H100 SXM; 141 GB, 4.8 TB/s)"),
+    Datasheet("H200 NVL", ("NVIDIA H200 NVL",), 60.0, 417.5, 835.5, 835.5, 1670.5, 1670.5, 4800.0, 141,
+              "NVIDIA H200 datasheet, NVL column"),
+    Datasheet("B200", ("NVIDIA B200",), 75.0, 1125.0, 2250.0, 2250.0, 4500.0, 4500.0, 8000.0, 180,
+              "NVIDIA DGX/HGX B200 datasheets, per GPU (the 8-GPU figures, 'with sparsity', divided by 8 and halved:"
+              " bf16 36 PFLOPS -> 2.25, TF32 18 -> 1.125, fp8 72 -> 4.5; fp32 600 TFLOPS -> 75; 1,440 GB and "
+              "64 TB/s -> 180 GB and 8 TB/s)"),
+    Datasheet("MI300X", ("AMD Instinct MI300X", "AMD Instinct MI300X VF"), 163.4, 653.7, 1307.4, 1307.4, 2614.9,
+              2614.9, 5300.0, 192, "AMD Instinct MI300X datasheet (dense figures; 192 GB HBM3, 5.3 TB/s)"),
+)
+# fmt: on
+DATASHEETS: dict[str, Datasheet] = {row.name: row for row in DATASHEET_ROWS}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"\s+", " ", name.strip().lower())
+
+
+_BY_REPORTED = {_normal(n): row for row in DATASHEET_ROWS for n in (*row.reported_names, row.name)}
+
+
+def datasheet_for(device_name: str) -> Datasheet | None:
+    """The datasheet row of a GPU by the name its device reports (``torch.cuda.get_device_name``), or ``None``.
+
+    Taught in notebook `start_here`. The match is on the whole name (case and spacing aside), never a part of it:
+    an "RTX 4090 Laptop GPU" or an "RTX 3090 Ti" is a different chip from the card whose name it contains, and gets
+    ``None`` (no datasheet) rather than another card's figures.
+    """
+    if not isinstance(device_name, str):
+        raise TypeError(f"device_name must be a string (a GPU's reported name), got {type(device_name).__name__}")
+    return _BY_REPORTED.get(_normal(device_name))
+
 
 # GPU memory in GiB (2**30 bytes). The "GB" of HBM parts are binary: an "80 GB" H100 has 80 GiB of HBM3 and a
 # "141 GB" H200 141 GiB of HBM3e, and the driver keeps part of it, so a device reports a little less (the NVIDIA
