@@ -242,3 +242,51 @@ def test_the_same_worker_runs_under_torchrun(no_leftovers):
     assert run.returncode == 0, run.stderr[-2000:]
     for rank in (0, 1):
         assert f"rank {rank}: {{'rank': {rank}, 'expected': 3.0, 'correct': True" in run.stdout
+
+
+def _listening(process: psutil.Process) -> list[str]:
+    """The addresses ``process`` listens on (TCP), as "ip:port"."""
+    return [
+        f"{c.laddr.ip}:{c.laddr.port}" for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN
+    ]
+
+
+@pytest.mark.processes
+def test_nothing_the_launcher_starts_listens_beyond_loopback(no_leftovers):
+    """The rendezvous store and gloo's sockets are reachable from this machine only (a classroom network is open).
+
+    Read while the workers run: the launcher's store, and each worker's own listening sockets, all on 127.0.0.1.
+    """
+    outcome = {}
+
+    def run():
+        outcome["result"] = dist.launch(
+            ddp_workers.faulty_worker, 2, mode="none", steps=400, backend="gloo", timeout_s=60
+        )
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    seen: dict[str, list[str]] = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (len(seen) == 3 and all(seen.values())):
+        workers = [p for p in _children() if "labkit.parallel.distributed" in " ".join(p.cmdline())]
+        if len(workers) == 2 and all(p.cpu_times().user > 0.3 for p in workers):  # past init_process_group
+            try:
+                seen = {"launcher": _listening(psutil.Process())} | {f"worker {p.pid}": _listening(p) for p in workers}
+            except psutil.NoSuchProcess:
+                break
+        time.sleep(0.1)
+    thread.join(timeout=60)
+    assert outcome.get("result") == [400, 400]
+    assert seen.get("launcher"), f"the store's listening socket was never seen: {seen}"
+    beyond = {who: [a for a in addrs if not a.startswith("127.")] for who, addrs in seen.items()}
+    assert not any(beyond.values()), f"listening beyond the loopback interface: {beyond}"
+
+
+def test_the_rendezvous_store_listens_on_loopback_only():
+    store = dist.loopback_store(timeout_s=5)
+    try:
+        on_port = [a for a in _listening(psutil.Process()) if a.rsplit(":", 1)[1] == str(store.port)]
+        assert on_port == [f"127.0.0.1:{store.port}"]
+    finally:
+        del store

@@ -33,6 +33,7 @@ import inspect
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,28 @@ def resolve_backend(backend: str, world_size: int) -> str:
 
 def _loopback_interface() -> str:
     return "lo0" if sys.platform == "darwin" else "lo"
+
+
+def loopback_store(timeout_s: float) -> dist.TCPStore:
+    """The rendezvous store, listening on 127.0.0.1 only: nothing on the network can reach it.
+
+    ``TCPStore(host, ...)`` as the server listens on every interface whatever ``host`` says (the ``host`` is
+    where clients connect), and the store has no authentication: in a classroom network any machine could read
+    and write a running job's keys. A socket bound to 127.0.0.1 and handed over as the store's listening socket
+    (``master_listen_fd``, as torchelastic's agent does) keeps it on this machine; the store owns it from then on.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((HOST, 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+    except BaseException:
+        sock.close()
+        raise
+    return dist.TCPStore(
+        HOST, port, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False,
+        master_listen_fd=sock.detach(),
+    )  # fmt: skip
 
 
 def _function_path(fn: Callable) -> str:
@@ -193,7 +216,7 @@ def launch(
         ) from None
     threads = threads_per_worker or max(1, usable_cores() // world_size)
 
-    store = dist.TCPStore(HOST, 0, None, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+    store = loopback_store(timeout_s)
     procs: list[subprocess.Popen] = []
     logs = []
     with tempfile.TemporaryDirectory(prefix="labkit-ddp-") as tmp:
@@ -209,7 +232,9 @@ def launch(
             LABKIT_DIST_TIMEOUT_S=str(min(collective_timeout_s, timeout_s)),
             OMP_NUM_THREADS=str(threads),
         )
+        # every rank is on this machine: gloo's and NCCL's own sockets stay on the loopback interface too
         env.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
+        env.setdefault("NCCL_SOCKET_IFNAME", _loopback_interface())
         started = time.monotonic()
         try:
             for rank in range(world_size):
