@@ -86,3 +86,21 @@ def test_without_reference_results_the_report_says_so(tmp_path):
 def test_no_notebooks_is_an_error(tmp_path, capsys):
     assert report.main(str(tmp_path), str(tmp_path / "build")) == 1
     assert "no notebooks found" in capsys.readouterr().out
+
+
+@pytest.mark.processes
+def test_a_notebook_that_fails_before_saving_shows_no_earlier_run_of_it(tmp_path):
+    """The page says "measured on this run": a record left by an earlier run must not stand in for this one."""
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _notebook(nbdir / "00_good.ipynb", GOOD)
+    build = tmp_path / "build"
+    assert report.main(str(nbdir), str(build), reference_root=tmp_path) == 0
+    assert (build / "results" / "00_good.json").exists()
+    _notebook(nbdir / "00_good.ipynb", "raise RuntimeError('fails before it saves')\n" + GOOD)
+    assert report.main(str(nbdir), str(build), reference_root=tmp_path) == 1
+    assert not (build / "results" / "00_good.json").exists()
+    page = (build / "report.html").read_text()
+    assert "fails before it saves" in page
+    assert "<td>answer</td><td>42</td>" not in page and "x is above 1" not in page
+    assert "Timing claims: 0 holds, 0 undecided, 0 contradicted." in page

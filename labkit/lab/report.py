@@ -31,7 +31,9 @@ def run_notebook(
     """Execute ``notebook`` with papermill (``PROFILE`` injected) into ``output``.
 
     Returns ``{"notebook", "status", "wall_s", "error"}``; a failing cell does not raise, it is
-    reported, and the executed notebook (with the traceback) is still written for inspection.
+    reported, and the executed notebook (with the traceback) is still written for inspection. With
+    ``results_dir``, the notebook's record there from an earlier run is removed first, so what is found
+    there afterwards was written by this run.
     """
     import papermill as pm
 
@@ -42,6 +44,8 @@ def run_notebook(
     os.environ[CLAIMS_ENV] = "strict"  # a contradicted timing claim fails the notebook (labkit.claims)
     if results_dir is not None:
         os.environ[RESULTS_ENV] = str(Path(results_dir).resolve())
+        # a previous run's record must not pass for this run's if the notebook fails before it saves one
+        (Path(results_dir) / f"{notebook.stem}.json").unlink(missing_ok=True)
     start = time.perf_counter()
     status, error = "ok", None
     try:
