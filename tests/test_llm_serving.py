@@ -2,6 +2,7 @@
 vLLM defines them, speculative decoding's exact output, and real models' sizes."""
 
 import math
+import time
 from fractions import Fraction
 
 import pytest
@@ -211,3 +212,67 @@ def test_decode_flops_and_intensity():
     batch = spec.batch_to_reach(206, 512)
     assert spec.decode_intensity(batch, 512) >= 206 > spec.decode_intensity(batch - 1, 512)
     assert spec.batch_to_reach(206, 4096) == math.inf and llm.LLAMA2_7B.batch_to_reach(206, 512) == math.inf
+
+
+BADLY_TYPED = {
+    "float token": (llm.Request(10, [1, 2.0], 3), "token ids must be whole numbers, got 2.0 (float)"),
+    "string token": (llm.Request(11, [1, "7"], 3), "token ids must be whole numbers, got '7' (str)"),
+    "bool token": (llm.Request(12, [True], 3), "token ids must be whole numbers, got True (bool)"),
+    "prompt None": (llm.Request(13, None, 3), "the prompt must be a list of token ids, got NoneType"),
+    "tensor prompt": (llm.Request(14, torch.tensor([1, 2]), 3), "got Tensor (a tensor: pass tensor.tolist())"),
+    "string prompt": (llm.Request(15, "hello", 3), "the prompt must be a list of token ids, got str"),
+    "max_tokens True": (llm.Request(16, [1], True), "max_tokens must be a whole number of at least 1, got True"),
+    "max_tokens float": (llm.Request(17, [1], 2.5), "max_tokens must be a whole number of at least 1, got 2.5"),
+    "max_tokens None": (llm.Request(18, [1], None), "max_tokens must be a whole number of at least 1, got None"),
+    "NaN arrival": (llm.Request(19, [1], 2, math.nan), "arrival_s must be a finite time from 0"),
+    "infinite arrival": (llm.Request(20, [1], 2, math.inf), "arrival_s must be a finite time from 0"),
+    "negative arrival": (llm.Request(21, [1], 2, -1.0), "arrival_s must be a finite time from 0"),
+    "arrival past the horizon": (llm.Request(22, [1], 2, 1e9), "horizon of 600 s, got 1000000000.0"),
+    "string arrival": (llm.Request(23, [1], 2, "soon"), "arrival_s must be a number of seconds, got 'soon'"),
+    "string id": (llm.Request("a", [1], 2), "a request's id must be a whole number, got 'a'"),
+    "not a Request": ({"rid": 24, "prompt": [1]}, "a request must be a labkit.serving.llm.Request, got dict"),
+}
+
+
+@pytest.mark.parametrize("case", list(BADLY_TYPED))
+def test_a_badly_typed_request_is_refused_with_its_reason_and_the_rest_are_served(gpt, case):
+    bad, message = BADLY_TYPED[case]
+    good = [llm.Request(0, [3, 4, 5], 4), llm.Request(1, [6], 3, 0.001)]
+    cache = llm.PagedKVCache(gpt, num_blocks=40, block_size=4)
+    start = time.monotonic()
+    run = llm.Engine(gpt, cache, max_batch=4).serve([good[0], bad, good[1]])
+    assert time.monotonic() - start < 5  # nothing sleeps for a far-off or NaN arrival
+    assert [r.ok for r in run.records] == [True, False, True]
+    assert message in run.records[1].error
+    assert run.records[0].tokens == _generate(gpt, [3, 4, 5], 4)
+    assert not cache.tables and len(cache.free) == 40
+
+
+def test_a_repeated_request_id_is_refused_and_the_first_is_served(gpt):
+    cache = llm.PagedKVCache(gpt, num_blocks=40, block_size=4)
+    run = llm.Engine(gpt, cache).serve([llm.Request(5, [1, 2], 3), llm.Request(5, [3], 2)])
+    assert run.records[0].ok and "its id repeats an earlier request's" in run.records[1].error
+    assert len(run.records) == 2 and not cache.tables
+
+
+def test_an_error_inside_the_model_leaves_the_cache_holding_nothing(gpt, monkeypatch):
+    cache = llm.PagedKVCache(gpt, num_blocks=40, block_size=4)
+    calls = []
+
+    def failing_forward(model, seqs, tokens):
+        calls.append(seqs)
+        if len(calls) == 3:
+            raise RuntimeError("out of memory (simulated)")
+        return llm.PagedKVCache.forward(cache, model, seqs, tokens)
+
+    monkeypatch.setattr(cache, "forward", failing_forward)
+    with pytest.raises(RuntimeError, match="simulated"):
+        llm.Engine(gpt, cache).serve([llm.Request(0, [1, 2], 6), llm.Request(1, [3], 6)])
+    assert not cache.tables and not cache.lengths and len(cache.free) == 40
+
+
+def test_serve_refuses_a_horizon_that_is_not_a_finite_positive_time(gpt):
+    engine = llm.Engine(gpt, llm.PagedKVCache(gpt, num_blocks=4, block_size=4))
+    for horizon in (0, -1, math.nan, math.inf, "10"):
+        with pytest.raises(ValueError, match="horizon_s must be a finite positive number of seconds"):
+            engine.serve([], horizon_s=horizon)

@@ -350,17 +350,47 @@ class ServingRun(Result):
         return max(self.usage, key=lambda u: u["tokens"])
 
 
-def check_request(req: Request, max_len: int, vocab: int) -> None:
-    """Raise ValueError saying what is wrong with a request (empty prompt, no tokens to generate, too long)."""
+def _whole(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_request(req: Request, max_len: int, vocab: int, horizon_s: float = math.inf) -> None:
+    """Raise ValueError saying what is wrong with a request, and what is allowed.
+
+    Taught in notebook `serving_llms`. A prompt must be a list of whole-number token ids in ``0..vocab-1`` (not a
+    tensor, not None, not floats or strings); ``max_tokens`` a whole number of at least 1 (``True`` is not 1);
+    prompt plus output within the context of ``max_len`` tokens; the arrival a finite time from 0 to ``horizon_s``.
+    """
+    if not isinstance(req, Request):
+        raise ValueError(f"a request must be a labkit.serving.llm.Request, got {type(req).__name__}")
+    rid = req.rid
+    if not isinstance(req.prompt, (list, tuple)):
+        hint = " (a tensor: pass tensor.tolist())" if isinstance(req.prompt, torch.Tensor) else ""
+        raise ValueError(
+            f"request {rid}: the prompt must be a list of token ids, got {type(req.prompt).__name__}{hint}"
+        )
     if len(req.prompt) == 0:
-        raise ValueError(f"request {req.rid}: the prompt is empty; send at least one token")
-    if not isinstance(req.max_tokens, int) or req.max_tokens < 1:
-        raise ValueError(f"request {req.rid}: max_tokens must be a whole number of at least 1, got {req.max_tokens!r}")
+        raise ValueError(f"request {rid}: the prompt is empty; send at least one token")
+    if not _whole(rid):
+        raise ValueError(f"a request's id must be a whole number, got {rid!r}")
+    wrong = [t for t in req.prompt if not _whole(t)]
+    if wrong:
+        raise ValueError(
+            f"request {rid}: token ids must be whole numbers, got {wrong[0]!r} ({type(wrong[0]).__name__})"
+        )
+    if not _whole(req.max_tokens) or req.max_tokens < 1:
+        raise ValueError(f"request {rid}: max_tokens must be a whole number of at least 1, got {req.max_tokens!r}")
     if len(req.prompt) + req.max_tokens > max_len:
-        raise ValueError(f"request {req.rid}: prompt ({len(req.prompt)}) + max_tokens ({req.max_tokens}) exceeds "
+        raise ValueError(f"request {rid}: prompt ({len(req.prompt)}) + max_tokens ({req.max_tokens}) exceeds "
                          f"the context of {max_len} tokens")  # fmt: skip
     if any(not 0 <= t < vocab for t in req.prompt):
-        raise ValueError(f"request {req.rid}: token ids must lie in 0..{vocab - 1}")
+        raise ValueError(f"request {rid}: token ids must lie in 0..{vocab - 1}")
+    arrival = req.arrival_s
+    if not isinstance(arrival, (int, float, np.floating, np.integer)) or isinstance(arrival, bool):
+        raise ValueError(f"request {rid}: arrival_s must be a number of seconds, got {arrival!r}")
+    if not (math.isfinite(arrival) and 0 <= arrival <= horizon_s):
+        raise ValueError(f"request {rid}: arrival_s must be a finite time from 0 to the run's horizon of "
+                         f"{horizon_s:g} s, got {arrival!r}")  # fmt: skip
 
 
 class Engine:
@@ -385,30 +415,60 @@ class Engine:
         self.model, self.cache, self.policy, self.max_batch = model.eval(), cache, policy, max_batch
         self.device = next(model.parameters()).device
 
-    def serve(self, requests: Sequence[Request], clock: Callable[[], float] = time.perf_counter) -> ServingRun:
-        """Serve ``requests`` as they arrive (each at its ``arrival_s`` after the start); return every record."""
+    def serve(
+        self, requests: Sequence[Request], clock: Callable[[], float] = time.perf_counter, horizon_s: float = 600.0
+    ) -> ServingRun:
+        """Serve ``requests`` as they arrive (each at its ``arrival_s`` after the start); return every record.
+
+        A request that fails :func:`check_request` (arrivals later than ``horizon_s`` included) or repeats an
+        earlier request's id gets a record with its error, and the others are served. Whatever happens, even an
+        error in the model, the cache is left holding no sequence of this run.
+        """
+        if not isinstance(horizon_s, (int, float)) or not math.isfinite(horizon_s) or horizon_s <= 0:
+            raise ValueError(f"horizon_s must be a finite positive number of seconds, got {horizon_s!r}")
+        vocab = self.model.lm_head.out_features
+        order: list[RequestRecord] = []  # one record per request, in the order given
+        records: dict[int, RequestRecord] = {}
+        valid: list[Request] = []
+        for req in requests:
+            rid = getattr(req, "rid", None)
+            prompt = getattr(req, "prompt", None)
+            record = RequestRecord(rid, getattr(req, "arrival_s", math.nan),  # type: ignore[arg-type]
+                                   len(prompt) if isinstance(prompt, (list, tuple)) else 0,
+                                   getattr(req, "max_tokens", 0))  # fmt: skip
+            order.append(record)
+            try:
+                check_request(req, self.model.max_len, vocab, horizon_s)
+                if req.rid in records:
+                    raise ValueError(f"request {rid!r}: its id repeats an earlier request's (ids must be unique)")
+                need = self.cache.blocks_for(len(req.prompt) + req.max_tokens)
+                if need > self.cache.num_blocks:
+                    raise ValueError(f"request {rid}: needs {need} blocks of KV cache; the whole cache has "
+                                     f"{self.cache.num_blocks}")  # fmt: skip
+            except ValueError as exc:
+                record.error = str(exc)
+                continue
+            records[req.rid] = record
+            valid.append(req)
+        held_before = set(self.cache.tables)
+        try:
+            return self._serve(valid, records, order, clock)
+        finally:  # an error mid-run (the model, a cache bug, an interrupt) must not leave sequences in the cache
+            for seq in set(self.cache.tables) - held_before:
+                self.cache.release(seq)
+
+    def _serve(self, requests: list[Request], records: dict, order: list[RequestRecord], clock) -> ServingRun:
         by_id = {r.rid: r for r in requests}
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
-        records = {r.rid: RequestRecord(r.rid, r.arrival_s, len(r.prompt), r.max_tokens) for r in requests}
         waiting: deque[Request] = deque()
         running: dict[int, int] = {}  # rid -> last token, in the order admitted
-        vocab = self.model.lm_head.out_features
         steps, batch_sizes, usage, recomputed = 0, [], [], 0
         on_demand = self.cache.admission == "on-demand"
         start = clock()
         while pending or waiting or running:
             now = clock() - start
             while pending and pending[0].arrival_s <= now:
-                req = pending.popleft()
-                try:
-                    check_request(req, self.model.max_len, vocab)
-                    need = self.cache.blocks_for(len(req.prompt) + req.max_tokens)
-                    if need > self.cache.num_blocks:
-                        raise ValueError(f"request {req.rid}: needs {need} blocks of KV cache; the whole cache has "
-                                         f"{self.cache.num_blocks}")  # fmt: skip
-                    waiting.append(req)
-                except ValueError as exc:
-                    records[req.rid].error = str(exc)
+                waiting.append(pending.popleft())
             keep = self.cache.blocks_needed(running) if on_demand else 0
             while on_demand and keep > len(self.cache.free):  # pre-empt the newest until the others fit
                 victim = next(reversed(running))
@@ -450,9 +510,9 @@ class Engine:
                 time.sleep(max(0.0, pending[0].arrival_s - (clock() - start)))
             elif not admit and waiting:
                 raise CacheFull(f"request {waiting[0].rid} can never be admitted: the cache is empty and too small")
-        preemptions = sum(r.preempted for r in records.values())
-        return ServingRun(self.policy, [records[r.rid] for r in requests], clock() - start, steps, batch_sizes, usage,
-                          preemptions, recomputed)  # fmt: skip
+        preemptions = sum(r.preempted for r in order)
+        return ServingRun(self.policy, order, clock() - start, steps, batch_sizes, usage, preemptions,
+                          recomputed)  # fmt: skip
 
     def _emit(self, record: RequestRecord, token: int, at: float, running: dict[int, int]) -> None:
         record.tokens.append(token)
