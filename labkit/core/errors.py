@@ -46,3 +46,8 @@ class SetupProblem(LabError, RuntimeError):
 
 class CheckpointError(LabError, RuntimeError):
     """A checkpoint is missing, incomplete or corrupt, or belongs to another model. Taught in notebook `checkpoints`."""
+
+
+class TrainerStopped(LabError, RuntimeError):
+    """A background training job exited, at start or inside a window whose speed was asked for; the message
+    carries its exit code and the end of what it printed. Taught in notebook `sharing_a_gpu`."""

@@ -11,6 +11,8 @@ of the process (``/proc/<pid>/task``). Run as ``python -m labkit.serving.sharing
 from __future__ import annotations
 
 import argparse
+import bisect
+import math
 import os
 import signal
 import subprocess
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.errors import TrainerStopped
 from ..core.procs import child_env, die_with_parent, stop
 
 
@@ -73,15 +76,23 @@ class BackgroundTrainer:
     Taught in notebook `sharing_a_gpu`.
 
     It trains an MLP on random data with ``threads`` torch threads and logs ``time steps`` lines;
-    :meth:`steps_per_s` reads its throughput over any window of wall-clock time.
+    :meth:`steps_per_s` reads its throughput over any window of wall-clock time. What the job prints (an error's
+    traceback) goes to a file beside its log, and comes back in the :class:`~labkit.core.errors.TrainerStopped`
+    raised when it exits before its first step or inside a window.
     """
 
     def __init__(self, threads: int = 2, max_s: float = 60.0, d_in: int = 512, hidden: int = 1024, batch: int = 256):
         if threads < 1 or max_s <= 0:
             raise ValueError(f"threads must be >= 1 and max_s > 0, got threads={threads}, max_s={max_s}")
+        for name, value in dict(threads=threads, d_in=d_in, hidden=hidden, batch=batch).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a whole number, 1 or more; got {value!r}")
+        if not isinstance(max_s, (int, float)) or not math.isfinite(max_s):
+            raise ValueError(f"max_s must be a finite number of seconds, got {max_s!r}")
         self.args = dict(threads=threads, max_s=max_s, d_in=d_in, hidden=hidden, batch=batch)
         self._tmp = tempfile.TemporaryDirectory(prefix="labkit-trainer-")
         self.log_path = Path(self._tmp.name) / "progress.txt"
+        self.output_path = Path(self._tmp.name) / "output.txt"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> BackgroundTrainer:
@@ -93,8 +104,22 @@ class BackgroundTrainer:
                "--max-seconds", str(a["max_s"]), "--d-in", str(a["d_in"]), "--hidden", str(a["hidden"]),
                "--batch", str(a["batch"])]  # fmt: skip
         env = child_env(OMP_NUM_THREADS=str(a["threads"]))
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        with open(self.output_path, "wb") as output:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                cmd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+            )
         return self
+
+    def _exited(self, when: str) -> TrainerStopped:
+        assert self.proc is not None
+        code = self.proc.returncode
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        try:
+            tail = self.output_path.read_text(errors="replace").strip().splitlines()[-8:]
+        except OSError:
+            tail = []
+        printed = ("; its last output:\n    " + "\n    ".join(tail)) if tail else " and printed nothing"
+        return TrainerStopped(f"the trainer {how} {when}{printed}")
 
     def __enter__(self) -> BackgroundTrainer:
         if self.proc is None:
@@ -104,7 +129,9 @@ class BackgroundTrainer:
         deadline = time.monotonic() + 60
         while not self._read():  # wait until it is training
             if proc.poll() is not None:
-                raise RuntimeError(f"the trainer exited with code {proc.returncode} before its first step")
+                error = self._exited("before its first step")
+                self.stop()
+                raise error
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError("the trainer did not start within 60 s")
@@ -143,7 +170,7 @@ class BackgroundTrainer:
 
     def _read(self) -> list[tuple[float, int]]:
         try:
-            lines = self.log_path.read_text().splitlines()
+            lines = self.log_path.read_text().split("\n")[:-1]  # a last line without its newline is still being written
         except OSError:
             return []
         points = []
@@ -154,12 +181,33 @@ class BackgroundTrainer:
         return points
 
     def steps_per_s(self, start: float, end: float) -> float:
-        """Training steps per second between wall-clock times ``start`` and ``end`` (``time.time()``)."""
-        inside = [(t, s) for t, s in self._read() if start <= t <= end]
-        if len(inside) < 2:
-            raise RuntimeError("the trainer logged too little in that window to measure its speed")
-        (t0, s0), (t1, s1) = inside[0], inside[-1]
-        return (s1 - s0) / (t1 - t0)
+        """Training steps per second between wall-clock times ``start`` and ``end`` (``time.time()``).
+
+        The steps done by ``end`` minus those done by ``start``, over ``end - start``: the log's step counts,
+        interpolated between its lines (one every 50 ms or every step, whichever is longer), so a job that was
+        starved or paused for part of the window gets its true, lower rate. After the last line the count is
+        taken as it stands, which is right for a paused job; for a job that has exited it would be made up, so
+        that raises :class:`~labkit.core.errors.TrainerStopped` with its exit code and output.
+        """
+        if not end > start:
+            raise ValueError(f"the window must end after it starts, got start={start!r}, end={end!r}")
+        points = self._read()
+        if not points or points[0][0] > start:
+            raise RuntimeError("the trainer logged too little in that window to measure its speed: the window "
+                               "starts before its first logged step")  # fmt: skip
+        if self.proc is not None and self.proc.poll() is not None and points[-1][0] < end:
+            raise self._exited(f"{points[-1][0] - start:.2f} s into the window (its steps/s there would be made up)")
+        return (_steps_at(points, end) - _steps_at(points, start)) / (end - start)
+
+
+def _steps_at(points: list[tuple[float, int]], t: float) -> float:
+    """Steps done by time ``t``: interpolated between the log lines around it; the last count after the last."""
+    times = [p[0] for p in points]
+    i = bisect.bisect_right(times, t)
+    if i >= len(points):
+        return float(points[-1][1])
+    (t0, s0), (t1, s1) = points[i - 1], points[i]
+    return s0 + (s1 - s0) * (t - t0) / (t1 - t0)
 
 
 def _train(log: Path, threads: int, max_s: float, d_in: int, hidden: int, batch: int) -> None:
