@@ -50,4 +50,4 @@ class CheckpointError(LabError, RuntimeError):
 
 class TrainerStopped(LabError, RuntimeError):
     """A background training job exited, at start or inside a window whose speed was asked for; the message
-    carries its exit code and the end of what it printed. Taught in notebook `sharing_a_gpu`."""
+    carries its exit code and the end of what it printed (the trainer of notebook `sharing_a_gpu`)."""

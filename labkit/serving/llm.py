@@ -357,7 +357,7 @@ def _whole(x) -> bool:
 def check_request(req: Request, max_len: int, vocab: int, horizon_s: float = math.inf) -> None:
     """Raise ValueError saying what is wrong with a request, and what is allowed.
 
-    Taught in notebook `serving_llms`. A prompt must be a list of whole-number token ids in ``0..vocab-1`` (not a
+    Called by :meth:`Engine.serve` (notebook `serving_llms`). A prompt must be a list of whole-number token ids in ``0..vocab-1`` (not a
     tensor, not None, not floats or strings); ``max_tokens`` a whole number of at least 1 (``True`` is not 1);
     prompt plus output within the context of ``max_len`` tokens; the arrival a finite time from 0 to ``horizon_s``.
     """
