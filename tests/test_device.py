@@ -30,7 +30,7 @@ def test_environment_overrides_auto(monkeypatch):
     monkeypatch.setenv(dev.DEVICE_ENV, "cpu")
     assert dev.choose_device("auto") == torch.device("cpu")
     monkeypatch.setenv(dev.DEVICE_ENV, "tpu")
-    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+    with pytest.raises(ValueError, match="LABKIT_DEVICE='tpu' is not allowed; allowed: auto, cpu, cuda, cuda:N, mps"):
         dev.choose_device("auto")
 
 

@@ -36,8 +36,15 @@ def choose_device(name: str | torch.device | None = "auto") -> torch.device:
     if isinstance(name, torch.device):
         name = str(name)
     requested = (name or "auto").strip().lower()
-    if requested == "auto":
-        requested = environment.get(DEVICE_ENV)
+    if requested == "auto" and environment.get(DEVICE_ENV) != "auto":
+        try:
+            return _named_device(environment.get(DEVICE_ENV))
+        except ValueError as exc:
+            raise ValueError(f"{exc} (the device came from {DEVICE_ENV}; unset it or set it to one of these)") from None
+    return _named_device(requested)
+
+
+def _named_device(requested: str) -> torch.device:
     if requested == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda", torch.cuda.current_device())

@@ -8,7 +8,10 @@ instructor guide list the same rows (a test checks they agree). One exception: `
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,13 +61,27 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _folder(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise ValueError("allowed: a folder (made if missing), and this path is an existing file")
+    return path
+
+
+def _device(text: str) -> str:
+    value = text.lower()
+    if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value):
+        raise ValueError("allowed: auto, cpu, cuda, cuda:N, mps")
+    return value
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
         Setting("LABKIT_PROFILE", "experiment sizes when a notebook's PROFILE is auto (make test sets quick)",
                 "quick, full", "full on a CUDA GPU with 20 GiB and 20 TFLOP/s fp32, else quick", _choice("quick", "full")),
         Setting("LABKIT_DEVICE", "the device when a notebook's DEVICE is auto", "auto, cpu, cuda, cuda:N, mps",
-                "auto: CUDA, then MPS, then CPU", lambda t: t.lower(), "auto"),
+                "auto: CUDA, then MPS, then CPU", _device, "auto"),
         Setting("LABKIT_THREADS", "PyTorch CPU threads set by labkit.start", "a whole number, 1 or more",
                 "every usable core but one", _positive_int),
         Setting("LABKIT_MALLOPT", "keep freed memory in the process (glibc) for steadier CPU timings", "1, 0", "1",
@@ -76,7 +93,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("LABKIT_CLAIMS", "a contradicted timing claim raises (make test and make report set strict)",
                 "strict", "unset: verdicts are printed only", _choice("strict")),
         Setting("LABKIT_RESULTS_DIR", "where notebooks write their result records", "a folder",
-                "build/results of the checkout", lambda t: Path(t)),
+                "build/results of the checkout", _folder),
         Setting("LABKIT_PARENT", "set by labkit for its child processes: the process they must not outlive",
                 "a process id", "set by labkit.core.procs.child_env", _positive_int),
         Setting("LABKIT_DIST_BACKEND", "set by labkit.parallel.distributed.launch for its workers", "gloo, nccl",
@@ -106,6 +123,33 @@ def get(name: str):
         return setting.parse(text)
     except ValueError as exc:
         raise ValueError(f"{name}={text!r} is not allowed; {exc} ({setting.meaning})") from None
+
+
+PREFIX = "LABKIT_"
+
+
+def check_all() -> list[str]:
+    """Parse every ``LABKIT_*`` variable that is set, and warn about the ones labkit does not know.
+
+    Called by ``labkit.start``, so a typo stops a notebook at its first cell, not minutes later when the setting
+    is first read (``LABKIT_CLAIMS`` is read only when a claim is contradicted). Raises ``ValueError`` listing
+    every bad value; returns the unknown names (each also warned about, with the closest known name).
+    """
+    problems = []
+    for name in sorted(n for n in os.environ if n in SETTINGS):
+        try:
+            get(name)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+    unknown = sorted(n for n in os.environ if n.startswith(PREFIX) and n not in SETTINGS)
+    for name in unknown:
+        close = difflib.get_close_matches(name, SETTINGS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        warnings.warn(f"{name} is not a labkit setting and is ignored; {hint}known: {', '.join(SETTINGS)}",
+                      stacklevel=2)  # fmt: skip
+    return unknown
 
 
 def markdown_table() -> str:

@@ -94,6 +94,7 @@ def start(
     from ..core import device as device_mod
     from . import plots, records, sizes
 
+    environment.check_all()  # every LABKIT_* setting, before it is first needed
     chosen = device_mod.choose_device(device)
     resolved, profile_note = sizes.choose_profile(profile, chosen)
     cfg = sizes.settings(name, resolved)  # an unknown notebook name fails here, before anything is changed
