@@ -187,7 +187,7 @@ def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
             assert _post(url + "/elsewhere", b"{}")[0] == 404
             assert _post(url + "/predict", b"{}", method="PUT")[0] == 405
             with urllib.request.urlopen(url + "/health", timeout=5) as resp:
-                assert json.loads(resp.read()) == {"status": "ok"}
+                assert json.loads(resp.read()) == {"status": "ok", "serving": True}
             # still healthy after all of that
             assert _post(url + "/predict", json.dumps({"inputs": [0.5] * FEATURES}).encode())[0] == 200
         port = int(url.rsplit(":", 1)[1])
@@ -226,3 +226,120 @@ def test_the_load_generator_is_bounded_in_time_and_refuses_bad_arguments(tmp_pat
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["answered"] == 0 and result["error_count"] == result["sent"] > 0
     assert result["sent"] < 1000, "it stopped at --max-seconds, not after all the requests"
+
+
+@pytest.fixture
+def served():
+    """A doubling model behind the HTTP front end, with its serve loop running; yields (batcher, url)."""
+    server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
+    stop = threading.Event()
+    thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
+    thread.start()
+    try:
+        with serving.serve_http(server, FEATURES) as url:
+            yield server, url
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@pytest.mark.processes
+def test_http_front_end_refuses_what_is_not_strict_json_and_wrong_methods(served):
+    server, url = served
+    cases = {
+        b"[" * 100_000 + b"]" * 100_000: (400, "nested too deeply"),
+        b'{"inputs": [NaN' + b", 1" * (FEATURES - 1) + b"]}": (400, "NaN is not a number JSON allows"),
+        b'{"inputs": [Infinity' + b", 1" * (FEATURES - 1) + b"]}": (400, "Infinity is not a number JSON allows"),
+        b'{"inputs": [1e999' + b", 1" * (FEATURES - 1) + b"]}": (400, "must be finite numbers"),
+    }
+    for payload, (code, message) in cases.items():
+        status, body = _post(url + "/predict", payload)
+        assert status == code and message in body["error"], (payload[:40], status, body)
+    assert _post(url + "/predict", b"", method="GET")[0] == 405
+    assert _post(url + "/health", b"{}")[0] == 405
+    assert _post(url + "/predict", b"{}", method="OPTIONS")[0] == 405
+    request = urllib.request.Request(url + "/predict", method="HEAD")
+    with pytest.raises(urllib.error.HTTPError, match="405"):
+        urllib.request.urlopen(request, timeout=5)
+    assert _post(url + "/predict", json.dumps({"inputs": [1.0] * FEATURES}).encode())[0] == 200
+
+
+@pytest.mark.processes
+def test_a_model_with_non_finite_outputs_gets_a_500_in_strict_json(served, monkeypatch):
+    server, url = served
+    monkeypatch.setattr(server, "model_fn", lambda x: x * float("inf"))
+    req = urllib.request.Request(url + "/predict", data=json.dumps({"inputs": [1.0] * FEATURES}).encode())
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=5)
+    body = err.value.read()
+    assert err.value.code == 500 and b"not finite" in body
+    json.loads(body, parse_constant=lambda name: pytest.fail(f"{name} in a reply"))
+
+
+@pytest.mark.processes
+def test_without_a_serve_loop_a_request_is_answered_503_at_once():
+    server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
+    with serving.serve_http(server, FEATURES) as url:
+        start = time.monotonic()
+        status, body = _post(url + "/predict", json.dumps({"inputs": [1.0] * FEATURES}).encode())
+        assert status == 503 and "no serve loop runs" in body["error"]
+        assert time.monotonic() - start < 2  # not the 30 s a queued request would wait
+        with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+            assert json.loads(resp.read()) == {"status": "ok", "serving": False}
+
+
+@pytest.mark.processes
+def test_a_slow_client_is_disconnected_and_a_vanished_one_is_one_line(served, monkeypatch, capfd):
+    import socket
+
+    server, url = served
+    monkeypatch.setattr(serving._Handler, "timeout", 0.5)
+    host, port = url.removeprefix("http://").split(":")
+    slow = socket.create_connection((host, int(port)), timeout=10)
+    slow.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\n")  # and then nothing: the headers never end
+    start = time.monotonic()
+    assert slow.recv(1024) == b"" and time.monotonic() - start < 5  # the server closed it after its timeout
+    slow.close()
+    for _ in range(5):  # clients that send a request and vanish before the answer: reset, not closed politely
+        gone = socket.create_connection((host, int(port)), timeout=10)
+        body = json.dumps({"inputs": [1.0] * FEATURES}).encode()
+        gone.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        gone.close()
+    time.sleep(0.5)
+    assert _post(url + "/predict", json.dumps({"inputs": [1.0] * FEATURES}).encode())[0] == 200  # still serving
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    assert all(line.startswith("labkit-serving: 127.0.0.1:") for line in err.splitlines()), err
+
+
+def test_the_batcher_refuses_a_model_that_returns_the_wrong_number_of_rows():
+    server = batcher.DynamicBatcher(lambda x: x[:1], max_batch=4, max_wait_ms=50)
+    futures = [server.submit(make_input(i)) for i in range(3)]
+    server.serve(until=lambda: True)
+    for f in futures:
+        with pytest.raises(ValueError, match="the model returned 1 rows for a batch of 3 requests"):
+            f.result(timeout=1)
+    ok = batcher.DynamicBatcher(doubler, max_batch=4)
+    fut = ok.submit(make_input(1))
+    ok.serve(until=lambda: True)
+    assert fut.result(timeout=1).tolist() == [2.0] * FEATURES
+
+
+@pytest.mark.processes
+def test_http_load_keeps_the_servers_own_error_message_and_refuses_bad_arguments():
+    server = batcher.DynamicBatcher(doubler, max_batch=8, max_wait_ms=1)
+    with serving.serve_http(server, FEATURES + 1) as url:  # the server wants one more feature than is sent
+        result = serving.http_load(server, url, FEATURES, rate=200, n=5, max_s=10)
+    assert result["error_count"] == 5
+    assert result["errors"][0] == f"HTTP 400: 'inputs' must be a list of {FEATURES + 1} numbers"
+    for bad, message in (
+        (dict(rate=float("nan")), "rate must be a positive finite number"),
+        (dict(rate=float("inf")), "rate must be a positive finite number"),
+        (dict(max_s=0), "max_s must be a positive finite number"),
+        (dict(concurrency=0), "concurrency must be a whole number"),
+        (dict(features=2.0), "features must be a whole number"),
+    ):
+        args = dict(features=FEATURES, rate=10.0, n=5) | bad
+        with pytest.raises(ValueError, match=message):
+            serving.http_load(server, "http://127.0.0.1:9", **args)

@@ -71,7 +71,13 @@ class DynamicBatcher:
         self.device = torch.device(device) if device is not None else None
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
+        self._serving = threading.Event()  # set while a serve loop runs (the HTTP front end answers 503 otherwise)
         self.timings: list[RequestTiming] = []
+
+    @property
+    def serving(self) -> bool:
+        """Whether a :meth:`serve` loop is running now, so that a submitted request will be answered."""
+        return self._serving.is_set()
 
     def __repr__(self) -> str:
         return f"DynamicBatcher(max_batch={self.max_batch}, max_wait_ms={self.max_wait_s * 1e3:g})"
@@ -120,6 +126,7 @@ class DynamicBatcher:
         If serving is interrupted (an exception, Ctrl-C), every request still queued is failed,
         so no caller waits forever.
         """
+        self._serving.set()
         try:
             while True:
                 try:
@@ -140,6 +147,8 @@ class DynamicBatcher:
         except BaseException:
             self._fail_queued("the server stopped before this request was served")
             raise
+        finally:
+            self._serving.clear()
 
     def _fail_queued(self, why: str) -> None:
         while True:
@@ -160,6 +169,10 @@ class DynamicBatcher:
                 out = self.model_fn(x)
             sync(self.device)
             out = out.cpu()
+            if not isinstance(out, torch.Tensor) or out.ndim < 1 or out.shape[0] != len(batch):
+                rows = out.shape[0] if isinstance(out, torch.Tensor) and out.ndim else type(out).__name__
+                raise ValueError(f"the model returned {rows} rows for a batch of {len(batch)} requests; it must "
+                                 "return a tensor with one row per input row")  # fmt: skip
         except Exception as exc:  # a bad batch fails its own requests, never the server
             for r in batch:
                 r.future.set_exception(exc)

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="where to write the JSON results")
     ns = parser.parse_args(argv)
-    if ns.rate <= 0 or ns.requests < 1 or ns.max_seconds <= 0 or ns.concurrency < 1:
-        parser.error("--rate, --requests, --max-seconds and --concurrency must be positive")
+    finite = all(math.isfinite(v) and v > 0 for v in (ns.rate, ns.max_seconds))
+    if not finite or ns.requests < 1 or ns.concurrency < 1 or ns.features < 1:
+        parser.error("--rate and --max-seconds must be positive finite numbers, and --requests, --concurrency and "
+                     "--features positive")  # fmt: skip
     # It runs as a script, so that it starts without importing labkit's package (and PyTorch with it): it takes
     # labkit/core/procs.py (standard library only) from its file, with the core folder put on sys.path.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
@@ -62,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             with lock:
                 latencies_ms.append(took)
                 server_ms.append(reply["server_ms"])
+        except urllib.error.HTTPError as err:  # the server's own message says what was wrong
+            try:
+                message = json.loads(err.read()).get("error", "")
+            except Exception:  # a reply that is not the server's JSON: its status alone
+                message = ""
+            with lock:
+                errors.append(f"HTTP {err.code}: {message or err.reason}")
         except Exception as err:  # every failure is counted and reported, none is lost in the pool
             with lock:
                 errors.append(f"{type(err).__name__}: {err}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -30,16 +31,24 @@ from .loads import _check_n, _gc_paused
 MAX_BODY_BYTES = 1 << 20
 
 
+CONNECTION_TIMEOUT_S = 10.0  # a client that sends nothing for this long is disconnected
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "labkit-serving/1"
     protocol_version = "HTTP/1.1"
+    timeout = CONNECTION_TIMEOUT_S  # socketserver sets it on the connection: a slow client cannot hold a handler
 
     def log_message(self, format, *args) -> None:  # the base class names its argument format
         pass  # one line per request on stderr would drown the notebook
 
     def _reply(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode()
+        body = json.dumps(payload, allow_nan=False).encode()  # strict JSON: NaN and Infinity are not JSON
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -48,11 +57,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # http.server's naming
         if self.path == "/health":
-            self._reply(200, {"status": "ok"})
+            self._reply(200, {"status": "ok", "serving": self.server.batcher.serving})
+        elif self.path == "/predict":
+            self._not_allowed()
         else:
             self._reply(404, {"error": f"no such path {self.path!r}; use POST /predict or GET /health"})
 
     def do_POST(self) -> None:
+        if self.path == "/health":
+            self._not_allowed()
+            return
         if self.path != "/predict":
             self._reply(404, {"error": f"no such path {self.path!r}; use POST /predict"})
             return
@@ -67,14 +81,19 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         features = self.server.features
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_no_constant)
             values = body["inputs"]
             if not isinstance(values, list) or len(values) != features:
                 raise ValueError(f"'inputs' must be a list of {features} numbers")
             if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
                 raise ValueError("'inputs' must hold numbers only")
+            if not all(math.isfinite(v) for v in values):
+                raise ValueError("'inputs' must be finite numbers (1e999 overflows to infinity)")
         except (json.JSONDecodeError, UnicodeDecodeError):
             self._reply(400, {"error": "the body is not valid JSON"})
+            return
+        except RecursionError:
+            self._reply(400, {"error": "the body is nested too deeply to parse"})
             return
         except (KeyError, TypeError):
             self._reply(400, {"error": 'expected a JSON object like {"inputs": [...]}'})
@@ -82,18 +101,29 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as err:
             self._reply(400, {"error": str(err)})
             return
+        if not self.server.batcher.serving:
+            self._reply(503, {"error": "the model is not being served right now (no serve loop runs); try later"})
+            return
         arrived = time.perf_counter()
         try:
             out = self.server.batcher.submit(torch.tensor(values, dtype=torch.float32)).result(timeout=30)
         except Exception as err:  # the model failed on this batch: the server itself stays up
             self._reply(500, {"error": f"the model failed: {type(err).__name__}: {err}"})
             return
+        if not torch.isfinite(out).all():
+            self._reply(500, {"error": "the model's outputs are not finite numbers (NaN or infinity)"})
+            return
         self._reply(200, {"outputs": out.tolist(), "server_ms": (time.perf_counter() - arrived) * 1e3})
 
     def _not_allowed(self) -> None:
         self._reply(405, {"error": f"{self.command} is not allowed; use POST /predict or GET /health"})
 
-    do_PUT = do_DELETE = do_PATCH = _not_allowed
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def do_HEAD(self) -> None:  # a reply without a body: the status line says it all
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
 
 class _Server(ThreadingHTTPServer):
@@ -102,6 +132,14 @@ class _Server(ThreadingHTTPServer):
     features: int
     allow_reuse_address = False
     request_queue_size = 256  # the listen backlog; socketserver's default of 5 resets connections in a burst
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hangs up or times out is one line on stderr, not a traceback; anything else, the traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            sys.stderr.write(f"labkit-serving: {client_address[0]}:{client_address[1]}: {type(error).__name__}\n")
+        else:
+            super().handle_error(request, client_address)
 
 
 @contextlib.contextmanager
@@ -146,6 +184,12 @@ def http_load(
     The generator is killed if it outlives ``max_s`` + 15 s, or if this call is interrupted.
     """
     _check_n(n)
+    for name, value in dict(rate=rate, max_s=max_s).items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    for name, value in dict(features=features, concurrency=concurrency).items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a whole number, 1 or more; got {value!r}")
     script = Path(__file__).with_name("loadgen.py")  # run as a script: standard library only, no torch import
     with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
         out = Path(tmp) / "result.json"
@@ -153,11 +197,11 @@ def http_load(
                "--requests", str(n), "--max-seconds", str(max_s), "--concurrency", str(concurrency),
                "--seed", str(seed), "--out", str(out)]  # fmt: skip
         deadline = time.perf_counter() + max_s + 15
-        with open(Path(tmp) / "stderr.txt", "w+") as err:
+        with open(Path(tmp) / "stderr.txt", "w+") as err, _gc_paused():
+            # started after the collection: its first request must find the serve loop running (else 503)
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
             try:
-                with _gc_paused():
-                    batcher.serve(until=lambda: proc.poll() is not None or time.perf_counter() > deadline)
+                batcher.serve(until=lambda: proc.poll() is not None or time.perf_counter() > deadline)
             finally:
                 if proc.poll() is None:
                     proc.kill()
