@@ -156,9 +156,9 @@ def test_the_file_system_is_read_from_the_mount_table_and_scratch_avoids_memory(
     assert checkpoint.file_system("/tmpfoo") == "ext4", "a mount point is a whole path component"
     monkeypatch.setattr(checkpoint.tempfile, "gettempdir", lambda: "/tmp")
     made = []
-    monkeypatch.setattr(checkpoint.tempfile, "TemporaryDirectory", lambda **kw: made.append(kw) or kw)
-    checkpoint.scratch_folder("p-")
-    assert made == [{"prefix": "p-", "dir": "/var/tmp"}], "a /tmp in memory gives way to /var/tmp"
+    monkeypatch.setattr(checkpoint.procs, "owned_tempdir", lambda kind, dir=None: made.append((kind, dir)))
+    checkpoint.scratch_folder("p")
+    assert made == [("p", "/var/tmp")], "a /tmp in memory gives way to /var/tmp"
 
 
 def test_the_file_system_is_none_without_a_mount_table(monkeypatch):

@@ -290,3 +290,9 @@ def test_the_rendezvous_store_listens_on_loopback_only():
         assert on_port == [f"127.0.0.1:{store.port}"]
     finally:
         del store
+
+
+@pytest.mark.processes
+def test_a_worker_that_exits_cleanly_without_a_result_is_a_clear_error(no_leftovers):
+    with pytest.raises(errors.DistributedRunError, match=r"ranks \[0\] of 1 exited with code 0 but returned no result"):
+        dist.launch(ddp_workers.faulty_worker, 1, fail_rank=0, mode="exit", at_step=0, backend="gloo", timeout_s=60)

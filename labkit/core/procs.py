@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 
@@ -48,24 +49,92 @@ def die_with_parent(parent_pid: int | None = None) -> None:
 def stop(procs: Iterable[subprocess.Popen], grace_s: float = 2.0) -> None:
     """Terminate every process still running, kill those that outlast ``grace_s``, and reap them all.
 
-    A process paused with SIGSTOP is continued first: it would not act on SIGTERM until then.
+    A process paused with SIGSTOP is continued first: it would not act on SIGTERM until then. An interrupt
+    (a second Ctrl-C) while waiting out the grace period kills every process at once and reaps it before it
+    propagates: no worker is left running however impatient the learner.
     """
     procs = list(procs)
-    for p in procs:
-        if p.poll() is None:
-            if hasattr(signal, "SIGCONT"):
-                try:
-                    os.kill(p.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
-            p.terminate()
-    deadline = time.monotonic() + grace_s
-    for p in procs:
+    try:
+        for p in procs:
+            if p.poll() is None:
+                if hasattr(signal, "SIGCONT"):
+                    try:
+                        os.kill(p.pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        pass
+                p.terminate()
+        deadline = time.monotonic() + grace_s
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    except BaseException:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            _reap(p)
+        raise
+
+
+def _reap(p: subprocess.Popen) -> None:
+    """Wait for a killed process, through any further interrupt: SIGKILL ends it within moments."""
+    while True:
         try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
             p.wait()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+TEMP_PREFIX = "labkit-"
+
+
+def owned_tempdir(kind: str, dir: str | None = None) -> tempfile.TemporaryDirectory:
+    """A temporary folder named after ``kind`` and this process (``labkit-<kind>-<pid>-...``), removed on cleanup.
+
+    A process killed outright (SIGKILL, a crashed kernel) cannot remove its folders; the next labkit process to
+    make one in the same place (``dir``, else the system's temporary folder) removes every ``labkit-*-<pid>-*``
+    folder there whose process no longer exists (:func:`sweep_tempdirs`).
+    """
+    if not kind.isidentifier():
+        raise ValueError(f"kind must be a short name (letters, digits, _), got {kind!r}")
+    sweep_tempdirs(dir)
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{kind}-{os.getpid()}-", dir=dir)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and not ours to judge
+        return True
+    return True
+
+
+def sweep_tempdirs(root: str | None = None) -> list[str]:
+    """Remove the ``labkit-<kind>-<pid>-*`` folders in ``root`` (the system's temporary folder) whose process has
+    died; return their paths. A folder whose process still runs, or that this user cannot remove, is left."""
+    import re
+    import shutil
+
+    root = root or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        match = re.fullmatch(rf"{TEMP_PREFIX}[A-Za-z_][A-Za-z0-9_]*-(\d+)-\w+", name)
+        path = os.path.join(root, name)
+        if match and os.path.isdir(path) and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            if not os.path.exists(path):
+                removed.append(path)
+    return removed
 
 
 def port_in_use(port: int, host: str = HOST) -> bool:

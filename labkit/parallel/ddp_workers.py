@@ -223,14 +223,15 @@ def ddp_benchmark(
 
 
 def faulty_worker(ctx: WorkerContext, fail_rank: int = 1, mode: str = "raise", at_step: int = 3, steps: int = 40):
-    """All-reduce in a loop; ``fail_rank`` fails at ``at_step`` by raising, being killed, or hanging.
+    """All-reduce in a loop; ``fail_rank`` fails at ``at_step`` by raising, being killed, hanging or exiting.
 
     Taught in notebook `multiple_gpus`.
 
     Notebook `multiple_gpus` and the tests use it to show that one bad worker ends the whole run cleanly.
+    ``mode="exit"`` ends the process with code 0 without returning (a worker that calls ``os._exit``);
     ``mode="none"`` runs to the end and returns the number of steps.
     """
-    modes = ("raise", "kill", "hang", "none")
+    modes = ("raise", "kill", "hang", "exit", "none")
     if mode not in modes:
         raise ValueError(f"unknown mode {mode!r}; allowed: {', '.join(modes)}")
     t = torch.ones(1024, device=ctx.device)
@@ -242,6 +243,8 @@ def faulty_worker(ctx: WorkerContext, fail_rank: int = 1, mode: str = "raise", a
                 os.kill(os.getpid(), signal.SIGKILL)
             if mode == "hang":
                 time.sleep(3600)
+            if mode == "exit":
+                os._exit(0)
         dist.all_reduce(t)
         time.sleep(0.02)
     return steps

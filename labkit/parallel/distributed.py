@@ -36,7 +36,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -53,6 +52,7 @@ from ..core.procs import (
     HOST,
     child_env,
     die_with_parent,
+    owned_tempdir,
     stop,
 )
 from .ddp_workers import WorkerContext
@@ -219,7 +219,7 @@ def launch(
     store = loopback_store(timeout_s)
     procs: list[subprocess.Popen] = []
     logs = []
-    with tempfile.TemporaryDirectory(prefix="labkit-ddp-") as tmp:
+    with owned_tempdir("ddp") as tmp:
         out = Path(tmp)
         (out / "args.pkl").write_bytes(pickle.dumps(kwargs))
         env = child_env(
@@ -278,13 +278,23 @@ def launch(
                         port=store.port,
                     )
                 time.sleep(0.05)
+            missing = [rank for rank in range(world_size) if not (out / f"rank{rank}.result").exists()]
+            if missing:
+                raise DistributedRunError(
+                    f"ranks {missing} of {world_size} exited with code 0 but returned no result (a worker function "
+                    "that calls sys.exit or os._exit instead of returning?); their logs:\n"
+                    + "\n".join(f"rank {r}: {_tail(out / f'rank{r}.log') or '(nothing)'}" for r in missing),
+                    port=store.port,
+                )
             return [pickle.loads((out / f"rank{rank}.result").read_bytes()) for rank in range(world_size)]
         finally:
-            stop(procs, grace_s=_GRACE_S)  # terminate, then kill, and reap: no zombies, no orphans
-            for log in logs:
-                log.close()
-            _LAUNCHED[:] = [p for p in _LAUNCHED if p.poll() is None]
-            del store  # closes the listening socket: the port is free again
+            try:  # terminate, then kill, and reap: no zombies, no orphans, even through a second Ctrl-C
+                stop(procs, grace_s=_GRACE_S)
+            finally:
+                for log in logs:
+                    log.close()
+                _LAUNCHED[:] = [p for p in _LAUNCHED if p.poll() is None]
+                del store  # closes the listening socket: the port is free again
 
 
 # ---------------------------------------------------------------------------------------------

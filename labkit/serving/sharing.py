@@ -17,14 +17,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from ..core.errors import TrainerStopped
-from ..core.procs import child_env, die_with_parent, stop
+from ..core.procs import child_env, die_with_parent, owned_tempdir, stop
 
 
 def _threads(pid: int) -> list[int]:
@@ -90,7 +89,7 @@ class BackgroundTrainer:
         if not isinstance(max_s, (int, float)) or not math.isfinite(max_s):
             raise ValueError(f"max_s must be a finite number of seconds, got {max_s!r}")
         self.args = dict(threads=threads, max_s=max_s, d_in=d_in, hidden=hidden, batch=batch)
-        self._tmp = tempfile.TemporaryDirectory(prefix="labkit-trainer-")
+        self._tmp = owned_tempdir("trainer")
         self.log_path = Path(self._tmp.name) / "progress.txt"
         self.output_path = Path(self._tmp.name) / "output.txt"
         self.proc: subprocess.Popen | None = None

@@ -16,7 +16,6 @@ import json
 import math
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.procs import owned_tempdir
 from .batcher import DynamicBatcher
 from .loads import _check_n, _gc_paused
 
@@ -191,7 +191,7 @@ def http_load(
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a whole number, 1 or more; got {value!r}")
     script = Path(__file__).with_name("loadgen.py")  # run as a script: standard library only, no torch import
-    with tempfile.TemporaryDirectory(prefix="labkit-load-") as tmp:
+    with owned_tempdir("load") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, str(script), url, "--features", str(features), "--rate", str(rate),
                "--requests", str(n), "--max-seconds", str(max_s), "--concurrency", str(concurrency),

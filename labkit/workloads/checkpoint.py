@@ -259,8 +259,9 @@ def file_system(path: str | Path) -> str | None:
     return kind
 
 
-def scratch_folder(prefix: str = "labkit-") -> tempfile.TemporaryDirectory:
-    """A temporary folder on a disk (removed by its ``cleanup()`` or when the process ends).
+def scratch_folder(kind: str = "scratch") -> tempfile.TemporaryDirectory:
+    """A temporary folder on a disk, ``labkit-<kind>-<pid>-...`` (removed by its ``cleanup()``, when the process
+    ends, or, if the process was killed, by the next labkit process that makes one there).
 
     Taught in notebook `checkpoints`. The system's temporary folder is often a file system held in memory
     (``tmpfs``: ``/tmp`` on Fedora and Arch), where ``fsync`` and a cold read cost nothing and a disk cannot be
@@ -271,8 +272,8 @@ def scratch_folder(prefix: str = "labkit-") -> tempfile.TemporaryDirectory:
     for where in candidates:
         usable = os.path.isdir(where) and os.access(where, os.W_OK | os.X_OK)
         if usable and file_system(where) not in MEMORY_FILE_SYSTEMS:
-            return tempfile.TemporaryDirectory(prefix=prefix, dir=where)
-    return tempfile.TemporaryDirectory(prefix=prefix)
+            return procs.owned_tempdir(kind, dir=where)
+    return procs.owned_tempdir(kind)
 
 
 def evict(path: str | Path) -> None:
