@@ -61,7 +61,7 @@ def test_by_operator_and_intensity():
     assert flops.arithmetic_intensity(100, 50) == 2
     with pytest.raises(ValueError, match="positive"):
         flops.arithmetic_intensity(1, 0)
-    with pytest.raises(TypeError, match="module or a callable"):
+    with pytest.raises(TypeError, match="fn_or_module must be a function or a model to call"):
         flops.count_flops("resnet")
 
 

@@ -172,7 +172,7 @@ def test_transformer_estimate_and_fit_check():
         memory_model.estimate_transformer_training(-5)
     with pytest.raises(ValueError, match="unknown recipe 'fp8 adam'"):
         memory_model.estimate_transformer_training(1000, "fp8 adam")
-    with pytest.raises(ValueError, match="gpu_gib must be positive"):
+    with pytest.raises(ValueError, match="gpu_gib must be a positive finite number"):
         memory_model.fits_on(1, 0)
 
 

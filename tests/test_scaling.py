@@ -24,7 +24,7 @@ def test_fixed_overhead_bends_the_exponent_down_at_small_sizes():
 def test_bad_input_is_a_clear_error():
     with pytest.raises(ValueError, match="at least two different sizes"):
         scaling.fit_power_law([4], [1.0])
-    with pytest.raises(ValueError, match="positive sizes and values"):
+    with pytest.raises(ValueError, match="positive, finite sizes and values"):
         scaling.fit_power_law([1, -2], [1.0, 2.0])
     with pytest.raises(ValueError, match="same length"):
         scaling.fit_power_law([1, 2, 3], [1.0, 2.0])

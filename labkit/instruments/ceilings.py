@@ -12,11 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core import compat
+from ..core import checks, compat
 from ..core.result import Result
 from ..predict.specs import datasheet_for
 from .flops import matmul_flops
 from .timing import TimingRecord, measure
+
+
+def _device(device: torch.device | str) -> torch.device:
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be a device such as 'cpu', 'cuda:0' or 'mps', got {device!r}") from None
 
 
 def tf32_allowed() -> bool:
@@ -110,7 +117,8 @@ def measure_matmul_ceiling(
     device: torch.device | str, dtype: torch.dtype = torch.float32, n: int = 1024, min_run_s: float = 0.2
 ) -> Ceiling:
     """Peak matmul rate: an n×n by n×n product, 2·n³ FLOPs, timed with :func:`labkit.measure`. Taught in notebook `start_here`."""
-    device = torch.device(device)
+    device = _device(device)
+    checks.whole("n", n)
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     name = f"matmul {str(dtype).removeprefix('torch.')}"
@@ -125,7 +133,8 @@ def measure_copy_bandwidth(device: torch.device | str, mib: int = 128, min_run_s
 
     ``mib`` should be several times the last-level cache, or the copy runs from cache.
     """
-    device = torch.device(device)
+    device = _device(device)
+    checks.whole("mib", mib)
     n = mib * 2**20 // 4
     src = torch.ones(n, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
@@ -145,6 +154,7 @@ def measure_roofline(
     Notebook `start_here` measures the two ceilings one by one and explains them; later notebooks only need
     the result.
     """
+    device = _device(device)
     peak = measure_matmul_ceiling(device, dtype, n=n, min_run_s=min_run_s)
     bandwidth = measure_copy_bandwidth(device, mib=mib, min_run_s=min_run_s)
     return Roofline(peak.value, bandwidth.value, label=f"{str(dtype).removeprefix('torch.')} roofline")
@@ -186,7 +196,7 @@ def ceiling_calls(device: torch.device | str, n: int = 1024, mib: int = 128) -> 
 
     Taught in notebook `start_here`.
     """
-    device = torch.device(device)
+    device = _device(device)
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     src = torch.ones(mib * 2**20 // 4, device=device)
     dst = torch.empty_like(src)

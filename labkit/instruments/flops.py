@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from ..core import compat
+from ..core import checks, compat
 from ..core.compat import TorchDispatchMode, tree_leaves
 
 
@@ -69,11 +69,13 @@ def count_flops(fn_or_module: Callable, *inputs, **kwargs) -> int:
     Runs the call once under ``FlopCounterMode``; a backward pass inside ``fn`` is counted too,
     so ``count_flops(train_step, x, y)`` counts a whole training step (notebook `inference_vs_training`).
     """
+    checks.function("fn_or_module", fn_or_module)
     return int(_run_counted(fn_or_module, inputs, kwargs).get_total_flops())
 
 
 def flops_by_operator(fn_or_module: Callable, *inputs, **kwargs) -> dict[str, int]:
     """FLOPs per ATen operator (``mm``, ``addmm``, ``convolution``, ...) for one call."""
+    checks.function("fn_or_module", fn_or_module)
     counts = _run_counted(fn_or_module, inputs, kwargs).get_flop_counts().get("Global", {})
     return {str(op).removeprefix("aten.").split(".")[0]: int(n) for op, n in counts.items()}
 
@@ -119,6 +121,8 @@ def count_memory_traffic(fn_or_module: Callable, *inputs, **kwargs) -> int:
 
 def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> int:
     """FLOPs of ``batch`` products of (m×k) by (k×n): 2·m·n·k each."""
+    for name, value in dict(m=m, n=n, k=k, batch=batch).items():
+        checks.whole(name, value)
     return 2 * batch * m * n * k
 
 
@@ -140,6 +144,6 @@ def attention_training_flops_per_token(n_layers: int, context: int, d_model: int
 
 def arithmetic_intensity(flops: float, bytes_moved: float) -> float:
     """FLOPs per byte moved to or from memory: the x-axis of the roofline (notebook `start_here`)."""
-    if bytes_moved <= 0:
-        raise ValueError(f"bytes_moved must be positive, got {bytes_moved}")
+    checks.amount("flops", flops)
+    checks.positive("bytes_moved", bytes_moved)
     return flops / bytes_moved

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core import compat
+from ..core import checks, compat
 from ..core.device import available_memory_bytes
 from ..core.errors import DoesNotFitError, MeasurementError
 from ..core.result import Result
@@ -221,7 +221,13 @@ def ensure_fits(
     uses it to emulate a GPU's memory limit on a CPU, where a real out-of-memory would bring in the
     operating system's OOM killer instead of a catchable error.
     """
-    device = torch.device(device)
+    checks.amount("required_bytes", required_bytes)
+    if budget_bytes is not None:
+        checks.amount("budget_bytes", budget_bytes)
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device must be a device name such as 'cpu' or 'cuda:0', got {device!r}") from None
     free = available_memory_bytes(device) if budget_bytes is None else budget_bytes
     where = f"{device} has" if budget_bytes is None else "the budget is"
     if required_bytes > free:
@@ -253,6 +259,7 @@ def serialized_bytes(model: torch.nn.Module) -> int:
     Counting the saved file works for every weight format alike, including the tensor subclasses
     that torchao uses for int8 weights, whose storage ``Tensor.nbytes`` does not describe.
     """
+    checks.module("model", model)
     import io
 
     buffer = io.BytesIO()

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ..core import checks
 from ..core.device import sync
 from ..core.errors import MeasurementError
 from ..core.result import Result
@@ -94,6 +95,7 @@ class TimingRecord(Result):
 
 def format_seconds(seconds: float) -> str:
     """Seconds in the unit that reads best: ns, µs, ms, s. Taught in notebook `start_here`."""
+    checks.amount("seconds", seconds)
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -102,8 +104,8 @@ def format_seconds(seconds: float) -> str:
 
 def throughput(items: float, seconds: float) -> float:
     """Items per second. ``seconds`` must be positive. Taught in notebook `latency_throughput`."""
-    if seconds <= 0:
-        raise ValueError(f"seconds must be positive to compute a throughput, got {seconds}")
+    checks.amount("items", items)
+    checks.positive("seconds", seconds)
     return items / seconds
 
 
@@ -130,11 +132,13 @@ def measure(
     """
     if not callable(fn):
         raise TypeError(f"measure() needs a callable as its first argument, got {type(fn).__name__}")
-    if min_run_s <= 0:
-        raise ValueError(f"min_run_s must be positive, got {min_run_s}")
+    checks.positive("min_run_s", min_run_s)
+    checks.whole("warmup", warmup, minimum=0)
     device = torch.device(device) if device is not None else _device_of(args)
     label = label or str(getattr(fn, "__name__", "fn"))
     max_run_s = max_run_s if max_run_s is not None else 5 * min_run_s
+    if checks.positive("max_run_s", max_run_s) < min_run_s:
+        raise ValueError(f"max_run_s ({max_run_s:g} s) must be at least min_run_s ({min_run_s:g} s)")
 
     def call() -> None:
         fn(*args, **kwargs)
@@ -192,6 +196,7 @@ def time_once(fn: Callable, *args, device: torch.device | str | None = None, syn
     With ``synchronize=False`` the clock is read as soon as ``fn`` returns, which on a GPU is
     when the work was *queued*, not finished.
     """
+    checks.function("fn", fn)
     device = torch.device(device) if device is not None else _device_of(args)
     if synchronize:
         sync(device)
@@ -204,7 +209,11 @@ def time_once(fn: Callable, *args, device: torch.device | str | None = None, syn
 
 def summarize(times_s: list[float]) -> dict:
     """Median, quartiles and extremes of a list of timings, in seconds. Taught in notebook `start_here`."""
-    ordered = sorted(times_s)
+    if len(times_s) == 0:
+        raise ValueError("times_s is empty; summarize needs one timing or more")
+    ordered = sorted(checks.finite_values("times_s", times_s, positive=False))
+    if ordered[0] < 0:
+        raise ValueError(f"times_s must hold durations, zero or more; the smallest is {ordered[0]!r}")
     q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
     return dict(
         n=len(ordered),
@@ -285,6 +294,8 @@ def idle_cores(seconds: float = 0.2, settle_s: float = 0.2, assume: float | None
     """
     if seconds <= 0 or settle_s < 0:
         raise ValueError(f"seconds must be positive and settle_s not negative, got {seconds} and {settle_s}")
+    if assume is not None:
+        checks.amount("assume", assume)
     if _cpu_jiffies() is None:
         return assume
     time.sleep(settle_s)

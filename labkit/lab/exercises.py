@@ -50,6 +50,14 @@ def check(exercise: str, answer, **context) -> bool | None:
     missing = [name for name in key.needs if name not in context]
     if missing:
         raise TypeError(f"{exercise} needs {', '.join(missing)} from the notebook, passed by name to labkit.check")
+    extra = sorted(set(context) - set(key.needs))
+    if extra:
+        takes = ", ".join(key.needs) or "nothing"
+        raise TypeError(f"{exercise} takes {takes} from the notebook; {', '.join(extra)} is not one of them")
+    for name in key.needs:
+        value = context[name]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value):
+            raise ValueError(f"{exercise}: {name} is {value!r}, not a finite number (did the measurement above fail?)")
     if answer is None:
         print(f"{_label(exercise)}: not attempted yet — replace None with your answer.")
         return None

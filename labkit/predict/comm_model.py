@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core import checks
 from ..core.result import Result
 from .specs import LINK_SPECS
 
@@ -73,6 +74,8 @@ def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name:
 
     if n_ranks < 2:
         raise ValueError("a link can only be calibrated from an all-reduce over at least 2 ranks")
+    checks.finite_values("sizes_bytes", sizes_bytes, positive=True)
+    checks.finite_values("seconds", seconds, positive=True)
     line = fit_linear(sizes_bytes, seconds)
     if line.per_unit <= 0:
         raise ValueError("all-reduce time did not grow with message size; measure larger messages")
@@ -101,8 +104,10 @@ def predict_data_parallel(
         raise ValueError(f"scaling must be 'strong' or 'weak', got {scaling!r}")
     if not 0.0 <= overlap <= 1.0:
         raise ValueError(f"overlap must be between 0 and 1, got {overlap}")
-    if n_gpus < 1 or compute_s <= 0 or grad_bytes < 0:
-        raise ValueError("n_gpus must be >= 1, compute_s > 0 and grad_bytes >= 0")
+    checks.whole("n_gpus", n_gpus)
+    checks.positive("compute_s", compute_s)
+    checks.amount("grad_bytes", grad_bytes)
+    checks.amount("serial_s", serial_s)
     per_gpu = compute_s / n_gpus if scaling == "strong" else compute_s
     comm = link.allreduce_s(n_gpus, grad_bytes)
     exposed = max(0.0, comm - overlap * (2 / 3) * per_gpu)

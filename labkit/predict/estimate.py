@@ -52,8 +52,8 @@ def fit_job(sizes: Sequence[float], seconds: Sequence[float]) -> JobFit:
     y = np.asarray(seconds, dtype=float)
     if x.ndim == 1 and x.shape == y.shape and len(np.unique(x)) < 3:
         raise ValueError("probe at least three different sizes: two always fit a line exactly, hiding the noise")
-    if (x <= 0).any() or (y <= 0).any():
-        raise ValueError("sizes and seconds must be positive")
+    if x.shape == y.shape and (not (np.isfinite(x).all() and np.isfinite(y).all()) or (x <= 0).any() or (y <= 0).any()):
+        raise ValueError("sizes and seconds must be positive finite numbers")
     line = fit_linear(x, y)  # checks the shapes too
     residual = y - line.predict(x)
     dof = max(1, len(x) - 2)
@@ -68,7 +68,11 @@ def split_one_off(step_seconds: Sequence[float], warm: int = 3) -> tuple[float, 
     The steady cost is the median of the steps after the first ``warm``; what the first steps took
     beyond it is the one-off cost (allocation, kernel selection, compilation, cold caches).
     """
+    if not isinstance(warm, int) or isinstance(warm, bool) or warm < 0:
+        raise ValueError(f"warm must be a whole number of steps, 0 or more; got {warm!r}")
     t = np.asarray(step_seconds, dtype=float)
+    if t.ndim != 1 or not np.isfinite(t).all() or (t < 0).any():
+        raise ValueError("step_seconds must be a list of durations, finite and zero or more")
     if len(t) <= warm:
         raise ValueError(f"need more than warm={warm} steps to separate the one-off cost, got {len(t)}")
     steady = float(np.median(t[warm:]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core import checks
 from ..core.result import Result
 
 
@@ -43,6 +44,8 @@ def bytes_per_parameter(recipe: str) -> StateBytes:
 
     Taught in notebook `checkpoints`; notebooks `inference_vs_training` and `memory` reach it through state_bytes.
     """
+    if not isinstance(recipe, str):
+        raise TypeError(f"recipe must be a string, one of: {', '.join(RECIPES)}; got {recipe!r}")
     key = recipe.strip().lower()
     if key not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
@@ -58,7 +61,10 @@ def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> d
     all of them): that is why fine-tuning a head is so much lighter than full training.
     """
     per = bytes_per_parameter(recipe)
+    checks.amount("n_params", n_params)
     n_trainable = n_params if n_trainable is None else n_trainable
+    if checks.amount("n_trainable", n_trainable) > n_params:
+        raise ValueError(f"n_trainable ({n_trainable}) cannot exceed n_params ({n_params})")
     return dict(
         parameters=int(per.parameters * n_params),
         gradients=int(per.gradients * n_trainable),
@@ -190,8 +196,9 @@ def fits_on(total_bytes: int, gpu_gib: float, usable_fraction: float = USABLE_FR
 
     GPU memory is binary: an "80 GB" H100 holds 80 GiB (:data:`labkit.predict.specs.GPU_MEMORY_GIB` says why).
     """
-    if gpu_gib <= 0:
-        raise ValueError(f"gpu_gib must be positive, got {gpu_gib}")
+    checks.amount("total_bytes", total_bytes)
+    checks.positive("gpu_gib", gpu_gib)
+    checks.fraction("usable_fraction", usable_fraction)
     return total_bytes <= usable_fraction * gpu_gib * 2**30
 
 

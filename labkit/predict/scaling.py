@@ -43,8 +43,8 @@ def fit_power_law(xs: Sequence[float], ys: Sequence[float]) -> PowerLawFit:
         raise ValueError(f"xs and ys must be 1-D and the same length, got {x.shape} and {y.shape}")
     if len(x) < 2 or len(np.unique(x)) < 2:
         raise ValueError("a power-law fit needs at least two different sizes")
-    if (x <= 0).any() or (y <= 0).any():
-        raise ValueError("a power-law fit needs positive sizes and values (it works on their logarithms)")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()) or (x <= 0).any() or (y <= 0).any():
+        raise ValueError("a power-law fit needs positive, finite sizes and values (it works on their logarithms)")
     lx, ly = np.log(x), np.log(y)
     k, log_c = np.polyfit(lx, ly, 1)
     residual = ly - (k * lx + log_c)
@@ -75,6 +75,8 @@ def fit_linear(xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarra
     y = np.asarray(ys, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"xs and ys must be 1-D and the same length, got {x.shape} and {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("xs and ys must hold finite numbers (a NaN or an infinity spoils the whole fit)")
     if len(np.unique(x)) < 2:
         raise ValueError("a linear fit needs at least two different sizes")
     slope, intercept = np.polyfit(x, y, 1)

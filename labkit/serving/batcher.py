@@ -6,6 +6,7 @@ the batch and answers each request. The policy of production servers (Triton's `
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -63,7 +64,13 @@ class DynamicBatcher:
     ):
         if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
-        if not isinstance(max_wait_ms, (int, float)) or isinstance(max_wait_ms, bool) or max_wait_ms < 0:
+        if not callable(model_fn):
+            raise TypeError(f"model_fn must be a model or a function to call, got {type(model_fn).__name__}")
+        if (
+            not isinstance(max_wait_ms, (int, float))
+            or isinstance(max_wait_ms, bool)
+            or not 0 <= max_wait_ms < math.inf
+        ):
             raise ValueError(f"max_wait_ms must be zero or a positive number of milliseconds, got {max_wait_ms!r}")
         self.model_fn = model_fn
         self.max_batch = max_batch

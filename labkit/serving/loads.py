@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import random
 import threading
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core import checks
 from ..core.result import Result
 from .batcher import DynamicBatcher
 
@@ -198,8 +200,9 @@ def poisson(
     its latency counts from that scheduled time. Stops submitting after ``max_s`` seconds.
     """
     _check_n(n)
-    if not isinstance(rate, (int, float)) or rate <= 0:
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not 0 < rate < math.inf:
         raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+    checks.positive("max_s", max_s)
     rng = random.Random(seed)
     gaps = [rng.expovariate(rate) for _ in range(n)]
     inputs = [make_input(i) for i in range(n)]
@@ -261,6 +264,11 @@ def find_max_rate(
     company. So if ``low`` fails, three higher rates on the way to ``high`` are tried before giving up,
     and the bisection starts from the first that meets the bound.
     """
+    checks.positive("p99_bound_ms", p99_bound_ms)
+    checks.positive("low", low)
+    checks.positive("high", high)
+    checks.whole("steps", steps, minimum=0)
+    _check_n(n)
     if not 0 < low < high:
         raise ValueError(f"need 0 < low < high, got low={low}, high={high}")
     trials: list[LoadResult] = []

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..core import procs
+from ..core import checks, procs
 from ..core.errors import CheckpointError
 from ..core.result import Result
 
@@ -41,6 +41,7 @@ CHUNK = 8 << 20  # bytes per write or read call
 
 def checkpoint_name(step: int) -> str:
     """``step-000120.pt``: the name a checkpoint of ``step`` gets (names sort by step). Taught in notebook `checkpoints`."""
+    checks.whole("step", step, minimum=0)
     return f"step-{step:06d}.pt"
 
 
@@ -227,8 +228,10 @@ def async_speedup(save_s: float, blocked_s: float, train_s: float, idle_cores: f
     more than doing both one after the other; with no core free, nothing overlaps (1.0). None for ``idle_cores``
     (not measurable here) counts as one core free.
     """
-    if min(save_s, blocked_s, train_s) < 0:
-        raise ValueError(f"times must not be negative, got {save_s}, {blocked_s} and {train_s}")
+    for name, value in dict(save_s=save_s, blocked_s=blocked_s, train_s=train_s).items():
+        checks.amount(name, value)
+    if idle_cores is not None:
+        checks.amount("idle_cores", idle_cores)
     free = 1.0 if idle_cores is None else min(1.0, max(0.0, idle_cores - 1.0))
     write = max(0.0, save_s - blocked_s)
     serial = blocked_s + train_s + write

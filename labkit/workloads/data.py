@@ -10,6 +10,8 @@ import math
 import torch
 from torch.utils.data import TensorDataset
 
+from ..core import checks
+
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -23,6 +25,8 @@ def teacher_classification(n: int, d_in: int, classes: int, seed: int = 0, teach
     The labels are a deterministic function of the inputs, so a student MLP can drive its loss
     well below chance (ln ``classes``); how fast it does is the lesson, not whether.
     """
+    for name, value in dict(n=n, d_in=d_in, teacher_hidden=teacher_hidden).items():
+        checks.whole(name, value)
     if n < 1 or d_in < 1 or classes < 2:
         raise ValueError(f"need n >= 1, d_in >= 1 and classes >= 2; got n={n}, d_in={d_in}, classes={classes}")
     g = _generator(seed)
@@ -40,6 +44,8 @@ def grating_images(n: int, size: int = 32, classes: int = 4, seed: int = 0, nois
     """
     if size < 4 or classes < 2:
         raise ValueError(f"need size >= 4 and classes >= 2; got size={size}, classes={classes}")
+    checks.whole("n", n)
+    checks.amount("noise", noise)
     g = _generator(seed)
     y = torch.randint(classes, (n,), generator=g)
     angle = y.float() * math.pi / classes  # (n,)
@@ -63,6 +69,7 @@ def counting_tokens(n: int, seq_len: int, vocab: int = 256, seed: int = 0) -> to
     """
     if seq_len < 2 or vocab < 4:
         raise ValueError(f"need seq_len >= 2 and vocab >= 4; got seq_len={seq_len}, vocab={vocab}")
+    checks.whole("n", n)
     g = _generator(seed)
     start = torch.randint(vocab, (n, 1), generator=g)
     step = torch.randint(1, 4, (n, 1), generator=g)
@@ -75,6 +82,8 @@ def meeting_audio(seconds: float, sample_rate: int = 16_000, seed: int = 0) -> t
     Generated, not recorded: it has the length and sample rate of a real meeting recording, which
     is all that decides the time a model takes over it (notebook `input_size`).
     """
+    checks.positive("seconds", seconds)
+    checks.whole("sample_rate", sample_rate)
     if seconds <= 0 or sample_rate <= 0:
         raise ValueError(f"seconds and sample_rate must be positive; got {seconds} and {sample_rate}")
     n = int(seconds * sample_rate)

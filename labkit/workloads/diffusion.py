@@ -32,6 +32,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..core import checks
+
 TRAIN_STEPS = 1000  # DDPM's T (Ho et al., 2020), which DiT keeps
 FREQ_DIM = 256  # the timestep's sinusoidal embedding width in DiT
 
@@ -86,6 +88,7 @@ def latent_side(pixels: int, factor: int = 8) -> int:
 
     Taught in notebook `generating_images`. A side the factor does not divide is an error that says so.
     """
+    checks.whole("factor", factor)
     if not isinstance(pixels, int) or pixels < 1 or pixels % factor:
         raise ValueError(
             f"an image side must be a positive multiple of the autoencoder's factor {factor} (it maps {factor} "
@@ -139,6 +142,8 @@ def _position_embedding(dim: int, frames: int, h: int, w: int) -> torch.Tensor:
 
 def timestep_embedding(t: torch.Tensor, dim: int = FREQ_DIM) -> torch.Tensor:  # (B,) -> (B, dim)
     """The timestep as ``dim`` sines and cosines of geometrically spaced frequencies (DiT's, from ADM)."""
+    if checks.whole("dim", dim, minimum=2) % 2:
+        raise ValueError(f"dim must be even (half sines, half cosines), got {dim}")
     half = dim // 2
     freqs = torch.exp(-math.log(10_000) * torch.arange(half, dtype=torch.float32, device=t.device) / half)
     angles = t.float()[:, None] * freqs[None]
@@ -226,6 +231,7 @@ class DiT(nn.Module):
 
 def alphas_cumprod(train_steps: int = TRAIN_STEPS) -> torch.Tensor:
     """ᾱ_t for DDPM's linear schedule, β from 1e-4 to 0.02 over ``train_steps`` (Ho et al., 2020)."""
+    checks.whole("train_steps", train_steps)
     betas = torch.linspace(1e-4, 0.02, train_steps, dtype=torch.float64)
     return torch.cumprod(1 - betas, dim=0)
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..core import checks
 from ..instruments.memory import ensure_fits
 
 
@@ -207,11 +208,13 @@ def torchvision_model(name: str, num_classes: int = 1000, device: torch.device |
     available = set(torchvision.models.list_models(module=torchvision.models))
     if name not in available:
         raise ValueError(f"unknown torchvision model {name!r}; suggested: {', '.join(TORCHVISION_MODELS)}")
+    checks.whole("num_classes", num_classes)
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes).to(device)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters (elements, not bytes); shared tensors counted once. Taught in notebook `inference_vs_training`."""
+    checks.module("model", model)
     seen, total = set(), 0
     for p in model.parameters():
         if id(p) in seen or (trainable_only and not p.requires_grad):
@@ -221,11 +224,20 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return total
 
 
+def _check_widths(widths, batch) -> None:
+    if not isinstance(widths, (list, tuple)) or len(widths) < 2:
+        raise ValueError(f"widths must list two or more layer widths [d_in, ..., out], got {widths!r}")
+    for i, w in enumerate(widths):
+        checks.whole(f"widths[{i}]", w)
+    checks.whole("batch", batch)
+
+
 def mlp_forward_flops(widths: list[int], batch: int) -> int:
     """Forward FLOPs of an MLP with layer widths ``[d_in, h, ..., num_classes]``: Σ 2·B·in·out.
 
     Taught in notebook `inference_vs_training`.
     """
+    _check_widths(widths, batch)
     return sum(2 * batch * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
 
 
@@ -252,6 +264,7 @@ class LoRALinear(nn.Module):
         super().__init__()
         if not isinstance(rank, int) or rank < 1:
             raise ValueError(f"rank must be a positive integer, got {rank!r}")
+        checks.number("alpha", alpha)
         self.base = base.requires_grad_(False)
         self.A = nn.Parameter(torch.empty(rank, base.in_features, device=base.weight.device))
         self.B = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
@@ -267,6 +280,7 @@ def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0) -> nn.Module:
 
     Taught in notebook `inference_vs_training`.
     """
+    checks.module("model", model)
     model.requires_grad_(False)
     for name, child in list(model.named_children()):
         if isinstance(child, nn.Linear):
@@ -283,6 +297,8 @@ def lora_training_flops(widths: list[int], batch: int, rank: int) -> int:
     (2B·rank·in), and, except in the first layer, the input's gradient through W and through A
     (2B·out·in + 2B·rank·in). No gradient of the frozen W itself: that is the saving.
     """
+    _check_widths(widths, batch)
+    checks.whole("rank", rank)
     total = 0
     for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         total += 2 * batch * (a * b + rank * a + rank * b)  # forward
