@@ -52,7 +52,7 @@ def test_command_line_exit_codes():
         [sys.executable, "-m", "labkit", "doctor", "--no-ceilings"], capture_output=True, text=True, env=env
     )
     assert bad.returncode == 1
-    assert "unknown device 'tpu'" in bad.stdout and "allowed" in bad.stdout
+    assert "LABKIT_DEVICE='tpu' is not allowed" in bad.stdout and "allowed: auto, cpu" in bad.stdout
 
 
 def test_a_missing_cpp_compiler_is_a_note_with_a_fix_not_a_failure(monkeypatch):

@@ -1,5 +1,6 @@
 """labkit.serving.web: the batching policy, the load scenarios, and the HTTP front end with its load generator."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -164,13 +165,23 @@ def _post(url, body: bytes, method="POST"):
         return err.code, json.loads(err.read())
 
 
+@contextlib.contextmanager
+def serve_loop(server):
+    """``server``'s serve loop in a thread for the block, stopped and joined after it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 @pytest.mark.processes
 def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
     server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
-    stop = threading.Event()
-    serving_thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
-    serving_thread.start()
-    try:
+    with serve_loop(server):
         with serving.serve_http(server, FEATURES) as url:
             status, body = _post(url + "/predict", json.dumps({"inputs": [1.0] * FEATURES}).encode())
             assert status == 200 and body["outputs"] == [2.0] * FEATURES and body["server_ms"] >= 0
@@ -192,9 +203,6 @@ def test_http_front_end_answers_and_rejects_malformed_requests_with_a_4xx():
             assert _post(url + "/predict", json.dumps({"inputs": [0.5] * FEATURES}).encode())[0] == 200
         port = int(url.rsplit(":", 1)[1])
         assert not procs.port_in_use(port), "leaving the block closes the listening socket"
-    finally:
-        stop.set()
-        serving_thread.join(timeout=5)
 
 
 @pytest.mark.processes
@@ -232,15 +240,8 @@ def test_the_load_generator_is_bounded_in_time_and_refuses_bad_arguments(tmp_pat
 def served():
     """A doubling model behind the HTTP front end, with its serve loop running; yields (batcher, url)."""
     server = batcher.DynamicBatcher(doubler, max_batch=4, max_wait_ms=1)
-    stop = threading.Event()
-    thread = threading.Thread(target=server.serve, args=(stop.is_set,), daemon=True)
-    thread.start()
-    try:
-        with serving.serve_http(server, FEATURES) as url:
-            yield server, url
-    finally:
-        stop.set()
-        thread.join(timeout=5)
+    with serve_loop(server), serving.serve_http(server, FEATURES) as url:
+        yield server, url
 
 
 @pytest.mark.processes
