@@ -9,12 +9,12 @@ PROFILE ?= quick
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: lab test unit processes notebooks nb browser lint docs report doctor clean
+.PHONY: lab test unit processes notebooks nb browser lint docs report book doctor clean
 
 # Create the virtual environment on first use, and again whenever the pins change.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[lab,test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[lab,test,book]"
 	touch $(STAMP)
 
 lab: $(STAMP)
@@ -70,6 +70,11 @@ browser: $(STAMP)
 
 report: $(STAMP)
 	$(BIN)/python -m labkit report --profile $(PROFILE)
+
+# Every notebook executed (PROFILE=full on a GPU) and rendered as a static site: open build/book/index.html.
+# Executed copies in build/book-src are reused while they are newer than their notebook.
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py --profile $(PROFILE)
 
 doctor: $(STAMP)
 	$(BIN)/python -m labkit doctor

@@ -357,3 +357,35 @@ def test_the_report_renders_offline_with_its_plots(browser, tmp_path):
     fetched = [u for u in requests if not u.startswith("data:")]
     assert fetched == [(tmp_path / "build" / "report.html").as_uri()], f"the report fetched more: {fetched}"
     assert "00 · Good" in text and "01 · Bad" in text and "RuntimeError: deliberate failure" in text
+
+
+def test_the_book_opens_offline_with_its_plots_verdicts_and_folded_solutions(browser, tmp_path):
+    from test_book import make_book
+
+    code, site = make_book(tmp_path)
+    assert code == 0
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        page.goto((site / "index.html").as_uri())
+        page.wait_for_load_state("load")
+        index_text = page.inner_text("body")
+        page.screenshot(path=ARTIFACTS / "book-index.png", full_page=True)
+        page.click("text=00 · Good")
+        page.wait_for_load_state("load")
+        page.wait_for_function("() => document.querySelector('.MathJax_CHTML, .MathJax') !== null", timeout=15000)
+        images = page.evaluate(
+            "() => Array.from(document.querySelectorAll('article img')).map(i => i.complete ? i.naturalWidth : 0)"
+        )
+        folded = page.evaluate("() => Array.from(document.querySelectorAll('details')).map(d => d.open)")
+        text = page.inner_text("article")
+        page.screenshot(path=ARTIFACTS / "book-page.png", full_page=True)
+    finally:
+        page.close()
+    assert "00 · Good" in index_text and "01 · Other" in index_text and "Why is x so slow?" in index_text
+    assert images and all(w > 100 for w in images), f"the plot did not render: widths {images}"
+    assert folded == [False], "the solution is folded until the reader opens it"
+    assert "x is above 1" in text and "holds" in text and "1 timing claims: 1 hold" in text
+    fetched = [u for u in requests if not u.startswith(("file://", "data:", "about:"))]
+    assert not fetched, f"the book fetched from the network: {fetched}"
