@@ -26,63 +26,47 @@ def whole(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
-def number(name: str, value, *, positive: bool = False, allow_zero: bool = True, at_most: float | None = None):
-    """``value`` if it is a finite real number (``positive``: above zero, or zero too with ``allow_zero``)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    if ok and not math.isfinite(float(value)):
-        ok = False
-    if ok and positive and not (float(value) > 0 or (allow_zero and float(value) == 0)):
-        ok = False
-    if ok and at_most is not None and float(value) > at_most:
-        ok = False
-    if not ok:
-        what = (
-            ("a finite number, zero or more" if allow_zero else "a positive finite number")
-            if positive
-            else ("a finite number")
-        )
-        bound = f", at most {at_most:g}" if at_most is not None else ""
-        raise ValueError(f"{name} must be {what}{bound}; got {value!r}")
-    return value
+def _finite(value) -> bool:
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    return real and math.isfinite(float(value))
+
+
+def number(name: str, value) -> float:
+    """``value`` as a float, if it is a finite real number (bools are not numbers here)."""
+    if not _finite(value):
+        raise ValueError(f"{name} must be a finite number; got {value!r}")
+    return float(value)
 
 
 def positive(name: str, value) -> float:
     """A finite number above zero (seconds, rates, bandwidths, peaks)."""
-    return float(number(name, value, positive=True, allow_zero=False))
+    if not (_finite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return float(value)
 
 
 def amount(name: str, value) -> float:
     """A finite number, zero or more (bytes, FLOPs, items)."""
-    return float(number(name, value, positive=True, allow_zero=True))
-
-
-def fraction(name: str, value, *, zero_ok: bool = False) -> float:
-    """A finite number in (0, 1] (or [0, 1] with ``zero_ok``)."""
-    if (
-        not isinstance(value, (int, float, np.integer, np.floating))
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-    ):
-        ok = False
-    else:
-        ok = bool((0 <= value <= 1) if zero_ok else (0 < value <= 1))
-    if not ok:
-        raise ValueError(f"{name} must be a number from {'0' if zero_ok else 'above 0'} to 1; got {value!r}")
+    if not (_finite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number, zero or more; got {value!r}")
     return float(value)
 
 
-_positive = positive
+def fraction(name: str, value) -> float:
+    """A finite number above 0 and at most 1 (a share, a utilisation)."""
+    if not (_finite(value) and 0 < value <= 1):
+        raise ValueError(f"{name} must be a number from above 0 to 1; got {value!r}")
+    return float(value)
 
 
-def finite_values(name: str, values: Iterable, *, positive: bool = False) -> list[float]:
-    """Every value a finite number (above zero with ``positive``); the list of them as floats."""
+def finite_values(name: str, values: Iterable, *, above_zero: bool = False) -> list[float]:
+    """Every value a finite number (above zero with ``above_zero``); the list of them as floats."""
     out = []
     for i, v in enumerate(values):
-        try:
-            out.append(_positive(f"{name}[{i}]", v) if positive else float(number(f"{name}[{i}]", v)))
-        except ValueError:
-            what = "finite numbers above zero" if positive else "finite numbers"
-            raise ValueError(f"{name} must hold {what}; {name}[{i}] is {v!r}") from None
+        if not (_finite(v) and (v > 0 or not above_zero)):
+            what = "finite numbers above zero" if above_zero else "finite numbers"
+            raise ValueError(f"{name} must hold {what}; {name}[{i}] is {v!r}")
+        out.append(float(v))
     return out
 
 

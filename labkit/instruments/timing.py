@@ -211,7 +211,7 @@ def summarize(times_s: list[float]) -> dict:
     """Median, quartiles and extremes of a list of timings, in seconds. Taught in notebook `start_here`."""
     if len(times_s) == 0:
         raise ValueError("times_s is empty; summarize needs one timing or more")
-    ordered = sorted(checks.finite_values("times_s", times_s, positive=False))
+    ordered = sorted(checks.finite_values("times_s", times_s))
     if ordered[0] < 0:
         raise ValueError(f"times_s must hold durations, zero or more; the smallest is {ordered[0]!r}")
     q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3

@@ -74,8 +74,8 @@ def fit_link(sizes_bytes: list[float], seconds: list[float], n_ranks: int, name:
 
     if n_ranks < 2:
         raise ValueError("a link can only be calibrated from an all-reduce over at least 2 ranks")
-    checks.finite_values("sizes_bytes", sizes_bytes, positive=True)
-    checks.finite_values("seconds", seconds, positive=True)
+    checks.finite_values("sizes_bytes", sizes_bytes, above_zero=True)
+    checks.finite_values("seconds", seconds, above_zero=True)
     line = fit_linear(sizes_bytes, seconds)
     if line.per_unit <= 0:
         raise ValueError("all-reduce time did not grow with message size; measure larger messages")
