@@ -94,6 +94,7 @@ def aten_op(name: str):
 def native_bf16(device: torch.device | str) -> bool:
     """Whether ``device`` has bf16 arithmetic units (not emulation): CPUs yes, NVIDIA GPUs from compute 8.0.
 
+    Taught in notebook `fused_attention` (which computes in bf16 only where this says so).
     ``torch.cuda.is_bf16_supported()`` also answers True where bf16 is only emulated (a T4) unless asked for
     ``including_emulation=False``, which older PyTorch lacks; then the compute capability decides.
     """

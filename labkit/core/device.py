@@ -137,6 +137,27 @@ def cpu_features() -> list[str]:
     return [f for f in interesting if f in flags]
 
 
+def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+    """The data caches one core sees, {"L1": bytes, "L2": bytes, "L3": bytes}, as Linux reports them.
+
+    Taught in notebook `fused_attention`. Each size is one cache's, shared or not (an L3 is usually shared by
+    several cores). Empty where the operating system does not say (macOS, Windows): callers print "unknown".
+    """
+    found: dict[str, int] = {}
+    for index in sorted(Path(root).glob("index[0-9]*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if kind == "Instruction" or not match:
+            continue
+        found[f"L{level}"] = int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+    return found
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on (affinity-aware, so a container's limit shows)."""
     try:

@@ -130,6 +130,9 @@ KEY: dict[str, Answer] = {
         "epochs x steps per epoch x step time",
         ("step_s", "batch"),
     ),  # fmt: skip
+    "fused_attention.1": Answer(lambda: 2 * 32 * 8192**2 * 2, "two T x T tensors per head, 2 bytes each"),
+    "fused_attention.2": Answer(lambda: 4 * 128 / (4 * 2), "4·d FLOPs per pair against four 2-byte numbers"),
+    "fused_attention.3": Answer(lambda: (8 * 1024 + 4) / (2 * 1024), "8·N + 4·rows elements against 2·N"),
     "generating_images.1": Answer(lambda: 6 * 4 / (50 * 2), "4 calls instead of 50 x 2"),
     "generating_images.2": Answer(lambda: (1024 // 8 // 2) ** 2, "pixels / 8 per side, then 2x2 patches"),
     "generating_images.3": Answer(
@@ -230,6 +233,7 @@ PREDICTIONS: dict[str, Prediction] = {
         1.5, "a step's FLOPs are 6 x parameters x samples: count the parameters of both models"
     ),
     "input_size.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
+    "fused_attention.4": Prediction(1.5, "the FLOPs and the score traffic both grow as T²"),
     "generating_images.4": Prediction(1.25, "the network runs once per step; the rest of the loop is small"),
     "model_size.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
     "memory.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),

@@ -204,6 +204,17 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         gpu_adds="fast bf16 and int8 kernels; pinned-memory loading",
     ),
     Notebook(
+        slug="fused_attention",
+        title="Fused attention: the same arithmetic, a fraction of the memory",
+        question="How does FlashAttention compute attention without storing it, and when does that save time?",
+        topics=(
+            "naive, tiled (online softmax) and fused attention, outputs and FLOPs equal; peak memory 2·T² vs a "
+            "few tiles, predicted to the byte; attention's score traffic on the roofline, its time predicted "
+            "from the copy ceiling; tiling vs fusion; a fused and an unfused softmax, bytes counted"
+        ),
+        gpu_adds="FlashAttention-2 against HBM bandwidth, where the naive kernel is memory-bound",
+    ),
+    Notebook(
         slug="where_time_goes",
         title="Where the time goes",
         question="Should you buy a faster GPU?",

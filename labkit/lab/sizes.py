@@ -124,6 +124,12 @@ SIZES: dict[str, dict[str, dict]] = {
             mem_sides=[32, 64, 96, 128], decoder_widths=(256, 256, 128, 64),
         ),
     },
+    "fused_attention": {
+        "quick": dict(batch_heads=4, head_dim=64, block=256, mem_tokens=[128, 256, 512, 1024], tokens=[256, 1024, 2048],
+                      softmax_shape=(4096, 4096)),
+        "full": dict(batch_heads=8, head_dim=64, block=256, mem_tokens=[256, 512, 1024, 2048, 4096],
+                     tokens=[512, 2048, 4096], softmax_shape=(8192, 8192)),
+    },
     "multiple_gpus": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,
