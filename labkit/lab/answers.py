@@ -133,6 +133,9 @@ KEY: dict[str, Answer] = {
     "fused_attention.1": Answer(lambda: 2 * 32 * 8192**2 * 2, "two T x T tensors per head, 2 bytes each"),
     "fused_attention.2": Answer(lambda: 4 * 128 / (4 * 2), "4·d FLOPs per pair against four 2-byte numbers"),
     "fused_attention.3": Answer(lambda: (8 * 1024 + 4) / (2 * 1024), "8·N + 4·rows elements against 2·N"),
+    "mixture_of_experts.1": Answer(lambda: 8 * (1 - (1 - 2 / 8) ** 4), "E·(1 − (1 − k/E)^B)"),
+    "mixture_of_experts.2": Answer(lambda: 1.25 * 4096 * 2 / 64, "tokens × k / E, times the capacity factor"),
+    "mixture_of_experts.3": Answer(lambda: 2 * 12.9e9, "2 FLOPs per parameter a token uses: the active ones"),
     "generating_images.1": Answer(lambda: 6 * 4 / (50 * 2), "4 calls instead of 50 x 2"),
     "generating_images.2": Answer(lambda: (1024 // 8 // 2) ** 2, "pixels / 8 per side, then 2x2 patches"),
     "generating_images.3": Answer(
@@ -234,6 +237,7 @@ PREDICTIONS: dict[str, Prediction] = {
     ),
     "input_size.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
     "fused_attention.4": Prediction(1.5, "the FLOPs and the score traffic both grow as T²"),
+    "mixture_of_experts.4": Prediction(1.5, "a step reads the experts its tokens chose: expected_distinct_experts / k"),
     "generating_images.4": Prediction(1.25, "the network runs once per step; the rest of the loop is small"),
     "model_size.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
     "memory.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),

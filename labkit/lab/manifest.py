@@ -192,6 +192,18 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
     ),
     Notebook(
+        slug="mixture_of_experts",
+        title="Mixture-of-experts: many parameters, few used per token",
+        question="Is a mixture-of-experts model as cheap as its active part, or as expensive as all of it?",
+        topics=(
+            "a top-k routed MoE layer: FLOPs per token flat and parameters linear in the experts, exact; expert "
+            "capacity and dropped tokens, against a binomial; experts touched per decode step at batch B and the "
+            "bytes and time that follow; Mixtral and DeepSeek-V3 decode bytes; expert parallelism's all-to-all "
+            "on two gloo ranks, bytes predicted and counted"
+        ),
+        gpu_adds="decode steps against HBM bandwidth; the all-to-all on NCCL",
+    ),
+    Notebook(
         slug="optimisation",
         title="Optimisation: the same model, the same hardware, very different speed",
         question="The same model, very different speed?",

@@ -130,6 +130,22 @@ SIZES: dict[str, dict[str, dict]] = {
         "full": dict(batch_heads=8, head_dim=64, block=256, mem_tokens=[256, 512, 1024, 2048, 4096],
                      tokens=[512, 2048, 4096], softmax_shape=(8192, 8192)),
     },
+    "mixture_of_experts": {
+        "quick": dict(
+            counting=dict(width=64, hidden=128, tokens=64, experts=[4, 8, 16, 32, 64]),
+            capacity=dict(width=64, hidden=128, experts=16, tokens=256, factors=[1.0, 1.25, 1.5, 2.0], batches=200),
+            model=dict(width=512, hidden=1024, experts=16, top_k=2), distinct_batches=[1, 2, 4, 8, 16, 32],
+            distinct_samples=200, decode_batch=16,
+            expert_parallel=dict(width=128, hidden=256, experts=8, top_k=2, tokens=512), timeout_s=120,
+        ),
+        "full": dict(
+            counting=dict(width=256, hidden=512, tokens=256, experts=[4, 8, 16, 32, 64, 128]),
+            capacity=dict(width=128, hidden=256, experts=64, tokens=2048, factors=[1.0, 1.25, 1.5, 2.0], batches=400),
+            model=dict(width=1024, hidden=2048, experts=32, top_k=2), distinct_batches=[1, 2, 4, 8, 16, 32, 64, 128],
+            distinct_samples=400, decode_batch=32,
+            expert_parallel=dict(width=1024, hidden=2048, experts=16, top_k=2, tokens=4096), timeout_s=300,
+        ),
+    },
     "multiple_gpus": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, global_batch=256, steps=5,

@@ -1,0 +1,119 @@
+"""labkit.workloads.experts and labkit.parallel.expert_parallel: FLOPs, parameters, capacity, drops and experts touched
+against their formulas; the expert-parallel layer on two gloo ranks against the whole one."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import labkit
+from labkit.parallel import distributed, expert_parallel
+from labkit.workloads import experts
+
+
+@pytest.mark.parametrize("n_experts, top_k", [(4, 1), (8, 2), (16, 2), (32, 4)])
+def test_flops_and_parameters_equal_the_counter_and_the_formula(n_experts, top_k):
+    torch.manual_seed(0)
+    layer = experts.MoE(32, 48, n_experts, top_k)
+    x = torch.randn(40, 32)
+    with torch.no_grad():
+        assert labkit.count_flops(layer, x) == experts.moe_flops(40, 32, 48, n_experts, computed=40 * top_k)
+    assert labkit.count_parameters(layer) == experts.moe_parameters(32, 48, n_experts)
+    assert experts.moe_parameters(32, 48, n_experts) == 32 * n_experts + 2 * 32 * 48 * n_experts
+
+
+def test_the_layer_equals_a_loop_over_tokens():
+    torch.manual_seed(1)
+    layer = experts.MoE(16, 24, 6, top_k=2)
+    x = torch.randn(10, 16)
+    with torch.no_grad():
+        out = layer(x)
+        chosen, weights = layer.route(x)
+        for t in range(10):
+            expected = sum(
+                weights[t, j] * (torch.nn.functional.gelu(x[t] @ layer.w_in[chosen[t, j]]) @ layer.w_out[chosen[t, j]])
+                for j in range(2)
+            )
+            torch.testing.assert_close(out[t], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_capacity_drops_the_excess_and_the_counter_sees_only_what_was_kept():
+    torch.manual_seed(2)
+    layer = experts.MoE(32, 16, 8, top_k=2, capacity_factor=1.0)
+    x = torch.randn(128, 32)
+    with torch.no_grad():
+        counted = labkit.count_flops(layer, x)
+    r = layer.last_routing
+    assert r.capacity == experts.expert_capacity(128, 8, 2, 1.0) == 32
+    assert sum(r.assigned) == 256 and all(k == min(n, 32) for n, k in zip(r.assigned, r.kept, strict=True))
+    assert r.dropped == sum(max(0, n - 32) for n in r.assigned) > 0
+    assert counted == experts.moe_flops(128, 32, 16, 8, computed=256 - r.dropped)
+
+
+def test_a_dropped_assignment_leaves_the_tokens_other_experts_and_keeps_the_first_comers():
+    torch.manual_seed(3)
+    full = experts.MoE(8, 8, 4, top_k=1)
+    capped = experts.MoE(8, 8, 4, top_k=1, capacity_factor=0.5)
+    capped.load_state_dict(full.state_dict())
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        a, b = full(x), capped(x)
+        chosen = full.route(x)[0][:, 0]
+    cap = capped.last_routing.capacity
+    for e in range(4):
+        mine = (chosen == e).nonzero()[:, 0]
+        torch.testing.assert_close(b[mine[:cap]], a[mine[:cap]])  # the first `cap` of each expert are computed
+        assert (b[mine[cap:]] == 0).all()  # the rest get nothing from their only expert
+
+
+def test_uniform_routing_formulas_match_many_random_batches():
+    torch.manual_seed(4)
+    layer = experts.MoE(64, 8, 16, top_k=2)
+    with torch.no_grad():
+        for batch in (1, 4, 16):
+            seen = [(layer(torch.randn(batch, 64)), layer.last_routing.experts_used)[1] for _ in range(400)]
+            se = np.std(seen) / math.sqrt(len(seen)) + 1e-9
+            assert abs(np.mean(seen) - experts.expected_distinct_experts(batch, 16, 2)) < 4 * se + 0.02
+        layer.capacity_factor = 1.0
+        drops = [(layer(torch.randn(128, 64)), layer.last_routing.dropped)[1] for _ in range(300)]
+    expected = experts.expected_dropped(128, 16, 2, 1.0)
+    assert abs(np.mean(drops) - expected) < 4 * np.std(drops) / math.sqrt(len(drops))
+
+
+def test_expected_values_at_their_limits():
+    assert experts.expected_distinct_experts(1, 8, 2) == pytest.approx(2)
+    assert experts.expected_distinct_experts(1000, 8, 2) == pytest.approx(8)
+    assert experts.expected_dropped(64, 8, 2, 64 / 16) == 0  # a capacity of every token drops nothing
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: experts.MoE(8, 8, 4, top_k=5), "top_k"),
+        (lambda: experts.MoE(8, 8, 0), "experts"),
+        (lambda: experts.MoE(8, 8, 4, capacity_factor=0), "capacity_factor"),
+        (lambda: experts.MoE(8, 8, 4)(torch.zeros(3, 7)), r"\(tokens, 8\)"),
+        (lambda: experts.expert_capacity(10, 4, 2, float("nan")), "capacity_factor"),
+        (lambda: experts.moe_flops(1, 8, 8, 4, computed=-1), "computed"),
+        (lambda: experts.expected_distinct_experts(0, 8, 2), "batch"),
+    ],
+)
+def test_bad_input_is_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.processes
+def test_expert_parallel_on_two_ranks_equals_the_whole_layer_and_counts_its_bytes():
+    ranks = distributed.launch(
+        expert_parallel.expert_parallel_check, 2, width=32, hidden=48, experts=4, top_k=2, tokens=200, timeout_s=60
+    )
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["backend"] == "gloo" for r in ranks)
+    for r, other in zip(ranks, ranks[::-1], strict=True):
+        assert r["max_error"] < 1e-5
+        assert r["dispatch_bytes_received"] == other["sent_remote"] * 32 * 4
+        assert r["combine_bytes_received"] == r["sent_remote"] * 32 * 4
+        assert 0 < r["sent_remote"] < r["assignments"] == 400
+    with pytest.raises(distributed.DistributedRunError, match="divide evenly"):
+        distributed.launch(expert_parallel.expert_parallel_check, 2, width=8, hidden=8, experts=3, top_k=1, tokens=4)
