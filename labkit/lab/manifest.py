@@ -208,7 +208,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         title="Optimisation: the same model, the same hardware, very different speed",
         question="The same model, very different speed?",
         topics=(
-            "batching, bf16/fp16, int8 dynamic and weight-only with torchao, torch.compile and its break-even "
+            "batching, bf16/fp16, int8 dynamic and weight-only with torchao, 4-bit weights for decoding (bytes per "
+            "weight predicted, PyTorch's CPU int4 kernel measured), torch.compile and its break-even "
             "(full profile), each alone then combined, with quality checked against stated tolerances; a JPEG "
             "input pipeline with DataLoader workers; result and KV caches; a leaderboard that carries its "
             "software configuration"

@@ -223,13 +223,13 @@ SIZES: dict[str, dict[str, dict]] = {
             n_images=1536, image_size=96, out_size=32, noise=8.0, train=1024, hidden=1024, depth=3,
             small_hidden=256, small_depth=2, epochs=2, batch=64, loader_workers=[0, 1], loader_batch=64,
             loader_images=384, repeat_fraction=0.5, cache_requests=200, gpt_size="m", new_tokens=32, compile=False,
-            min_run_s=0.1,
+            min_run_s=0.1, decode_width=2048, decode_layers=4,
         ),
         "full": dict(
             n_images=8192, image_size=128, out_size=32, noise=8.0, train=6144, hidden=2048, depth=4,
             small_hidden=512, small_depth=2, epochs=3, batch=256, loader_workers=[0, 1, 2, 4, 8], loader_batch=256,
             loader_images=2048, repeat_fraction=0.5, cache_requests=2000, gpt_size="l", new_tokens=128, compile=True,
-            min_run_s=0.5,
+            min_run_s=0.5, decode_width=4096, decode_layers=8,
         ),
     },
     "where_time_goes": {

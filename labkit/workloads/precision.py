@@ -4,6 +4,9 @@
   fp32 Adam moments in the optimizer: the 2 + 2 + 12 bytes per parameter of mixed-precision training.
 - :func:`quantize_int8_weight_only`: int8 weights with one fp32 scale per output channel, computed
   with PyTorch's weight-only int8 matmul kernel: 1 byte per weight.
+- :func:`quantize_int4_weight_only`: 4-bit weights in groups of ``group_size`` along the input, each group with a
+  bf16 scale and zero point (the "tinygemm" layout of gpt-fast and torchao), computed with PyTorch's CPU int4
+  kernel: half a byte per weight, plus 4 bytes per group. Notebook `optimisation` times it for decoding.
 
 Notebook `optimisation` measures the *speed* of these ideas with the maintained tools (autocast, torchao); here
 the point is where the bytes are, so the state is kept in plain tensors that MemTracker can see.
@@ -14,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..core import compat
+from ..core import checks, compat
 
 
 class MixedPrecisionAdam(torch.optim.Optimizer):
@@ -101,3 +104,86 @@ def int8_overhead_bytes(model: nn.Module) -> int:
         for m in model.modules()
         if isinstance(m, Int8WeightOnlyLinear)
     )
+
+
+class Int4WeightOnlyLinear(nn.Module):
+    """A linear layer storing 4-bit weights, asymmetric per group of ``group_size`` inputs (CPU only).
+
+    Taught in notebook `optimisation`. Each group of weights w is stored as q in 0..15 with w ≈ (q − 8)·scale + zero,
+    scale = (max − min)/15 and zero = min + 8·scale, packed two to a byte by
+    ``torch.ops.aten._convert_weight_to_int4pack_for_cpu`` and multiplied by ``_weight_int4pack_mm_for_cpu`` (the
+    kernel torchao's former CPU int4 layout called), which takes and returns bf16 activations.
+    """
+
+    packed: torch.Tensor
+    scales_and_zeros: torch.Tensor
+
+    def __init__(self, linear: nn.Linear, group_size: int = 128):
+        super().__init__()
+        out_f, in_f = linear.weight.shape
+        if linear.weight.device.type != "cpu":
+            raise ValueError(
+                f"the int4 weight-only kernel here is PyTorch's CPU one; got a {linear.weight.device} layer"
+            )
+        if group_size not in (32, 64, 128, 256) or in_f % group_size or out_f % 8:
+            raise ValueError(
+                f"int4 groups need group_size in 32, 64, 128 or 256 dividing in_features, and out_features a "
+                f"multiple of 8; got group_size={group_size!r} for a {in_f} -> {out_f} layer"
+            )
+        w = linear.weight.detach().float().reshape(out_f, in_f // group_size, group_size)
+        low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+        scale = ((high - low) / 15).clamp(min=1e-8)
+        q = ((w - low) / scale).round().clamp(0, 15).to(torch.int32).reshape(out_f, in_f)
+        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 2))
+        zero = low + 8 * scale
+        sz = torch.stack([scale[..., 0].t(), zero[..., 0].t()], dim=-1)  # (in / group, out, 2)
+        self.register_buffer("scales_and_zeros", sz.to(torch.bfloat16).contiguous())
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.in_features, self.out_features, self.group_size = in_f, out_f, group_size
+
+    def dequantized(self) -> torch.Tensor:
+        """The float32 weights the layer computes with (out, in): what quantization kept of the original."""
+        eye = torch.eye(self.in_features, dtype=torch.bfloat16)
+        return self._matmul(eye).float().t()
+
+    def _matmul(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(x, self.packed, self.group_size, self.scales_and_zeros)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out), in x's dtype
+        y = self._matmul(x.reshape(-1, self.in_features).to(torch.bfloat16)).to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def quantize_int4_weight_only(model: nn.Module, group_size: int = 128, filter_fn=None) -> nn.Module:
+    """Replace the ``nn.Linear`` layers of ``model`` (in place) by :class:`Int4WeightOnlyLinear`.
+
+    Taught in notebook `optimisation`. ``filter_fn(module, name)``, as in torchao's ``quantize_``, chooses which
+    (default: all); a layer the kernel cannot take is an error that says why.
+    """
+    for name, child in model.named_children():
+        if isinstance(child, nn.Linear):
+            if filter_fn is None or filter_fn(child, name):
+                setattr(model, name, Int4WeightOnlyLinear(child, group_size))
+        else:
+            quantize_int4_weight_only(child, group_size, filter_fn)
+    return model
+
+
+WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
+
+
+def weight_bytes(out_features: int, in_features: int, fmt: str, group_size: int = 128) -> int:
+    """Bytes a linear layer's weight takes (and a decode step at batch 1 reads) in format ``fmt``.
+
+    Taught in notebook `optimisation`. fp32 4 bytes a weight, bf16 2; int8 (:class:`Int8WeightOnlyLinear`) 1, plus
+    a float32 scale per output channel; int4 (:class:`Int4WeightOnlyLinear`) half a byte, plus a bf16 scale and
+    zero point per group of ``group_size`` inputs and output.
+    """
+    n = checks.whole("out_features", out_features) * checks.whole("in_features", in_features)
+    if fmt not in WEIGHT_FORMATS:
+        raise ValueError(f"fmt must be one of {', '.join(WEIGHT_FORMATS)}; got {fmt!r}")
+    if fmt == "int4":
+        return n // 2 + (in_features // checks.whole("group_size", group_size)) * out_features * 2 * 2
+    return {"fp32": 4 * n, "bf16": 2 * n, "int8": n + 4 * out_features}[fmt]
