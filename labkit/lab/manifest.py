@@ -256,8 +256,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         question="How long will it take, and will it fit, before you run it?",
         topics=(
             "probe runs on portions of the data, one-off vs per-sample costs, a fit with a prediction "
-            "interval, an estimate card; checked on a job ten times the probes; a first-principles capstone "
-            "for your own workload"
+            "interval, an estimate card; checked on a job ten times the probes; energy from RAPL or NVML (or a "
+            "stated power, labelled an estimate), kWh and dollars on the card, dollars per million tokens; a "
+            "first-principles capstone for your own workload"
         ),
         gpu_adds="large one-off costs (CUDA context, compilation) that the fit must separate",
     ),

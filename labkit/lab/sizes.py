@@ -257,11 +257,11 @@ SIZES: dict[str, dict[str, dict]] = {
     "estimating_a_job": {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, batch=128, epochs=2, probe_sizes=[200, 400, 600, 800],
-            repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0,
+            repeats=2, full_size=8000, small_hidden=512, budget_gib=1.0, energy_run_s=0.5, energy_new_tokens=16,
         ),
         "full": dict(
             d_in=512, hidden=4096, depth=4, classes=10, batch=512, epochs=2, probe_sizes=[5000, 10000, 15000, 20000],
-            repeats=2, full_size=200000, small_hidden=2048, budget_gib=16.0,
+            repeats=2, full_size=200000, small_hidden=2048, budget_gib=16.0, energy_run_s=2.0, energy_new_tokens=64,
         ),
     },
 }  # fmt: skip

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import checks
 from ..core.result import Result
 
 
@@ -92,6 +93,27 @@ class EstimateCard(Result):
     bottleneck: str = ""
     assumptions: list[str] = field(default_factory=list)
     configuration: str = ""
+    devices: int = 1  # the processors the job runs on, each drawing ``watts`` and billed ``price_per_hour``
+    watts: float | None = None  # average power of one device over the job
+    power_source: str = ""  # where ``watts`` comes from: a counter's measurement, or a stated assumption
+    price_per_hour: float | None = None  # dollars per device-hour
+    price_source: str = ""
+
+    def __post_init__(self) -> None:
+        checks.whole("devices", self.devices)
+        for name in ("watts", "price_per_hour"):
+            if getattr(self, name) is not None:
+                checks.positive(name, getattr(self, name))
+
+    @property
+    def energy_kwh(self) -> float | None:
+        """Energy of the whole job: devices × watts × seconds, in kWh (3.6 MJ each)."""
+        return None if self.watts is None else self.devices * self.watts * self.seconds / 3.6e6
+
+    @property
+    def cost(self) -> float | None:
+        """Dollars for the whole job: devices × hours × the price per device-hour."""
+        return None if self.price_per_hour is None else self.devices * self.seconds / 3600 * self.price_per_hour
 
     @property
     def fits(self) -> bool | None:
@@ -108,6 +130,13 @@ class EstimateCard(Result):
             verdict = "" if self.fits is None else ("  fits" if self.fits else "  DOES NOT FIT")
             budget = f" of {self.memory_budget_bytes / 2**30:,.1f} GiB" if self.memory_budget_bytes else ""
             lines.append(f"  memory    {self.peak_bytes / 2**30:,.2f} GiB at the peak{budget}{verdict}")
+        if self.energy_kwh is not None:
+            lines.append(
+                f"  energy    {self.energy_kwh:,.3g} kWh ({self.devices} x {self.watts:,.3g} W; {self.power_source})"
+            )
+        if self.cost is not None:
+            money = f"{self.cost:,.2f}" if self.cost >= 1 else f"{self.cost:.2g}"
+            lines.append(f"  cost      ${money} at ${self.price_per_hour:g} per device-hour ({self.price_source})")
         if self.bottleneck:
             lines.append(f"  bound by  {self.bottleneck}")
         lines += [f"  assumes   {a}" for a in self.assumptions]
