@@ -276,3 +276,64 @@ def test_serve_refuses_a_horizon_that_is_not_a_finite_positive_time(gpt):
     for horizon in (0, -1, math.nan, math.inf, "10"):
         with pytest.raises(ValueError, match="horizon_s must be a finite positive number of seconds"):
             engine.serve([], horizon_s=horizon)
+
+
+def _shared_prefix_requests(n, prefix_len=32, own=6, out=5, vocab=64, gap_s=0.0):
+    g = torch.Generator().manual_seed(7)
+    prefix = torch.randint(0, vocab, (prefix_len,), generator=g).tolist()
+    return [
+        llm.Request(i, prefix + torch.randint(0, vocab, (own,), generator=g).tolist(), out, i * gap_s) for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("admission", ["reserve", "on-demand"])
+def test_prefix_caching_skips_the_shared_blocks_and_changes_no_token(gpt, admission):
+    requests = _shared_prefix_requests(4, gap_s=0.05)  # one after another, so each finds the one before cached
+    plain = llm.Engine(gpt, llm.PagedKVCache(gpt, 40, 8, admission), max_batch=2).serve(requests)
+    cache = llm.PagedKVCache(gpt, 40, 8, admission, prefix_caching=True)
+    cached = llm.Engine(gpt, cache, max_batch=2).serve(requests)
+    for a, b, req in zip(plain.records, cached.records, requests, strict=True):
+        assert a.tokens == b.tokens == _generate(gpt, req.prompt, 5)
+    # the first request finds nothing; each later one finds the 32-token prefix: 4 blocks of 8
+    assert [r.cached_tokens for r in cached.records] == [0, 32, 32, 32]
+    assert plain.prefix_hit_rate == 0 and cached.prefix_hit_rate == pytest.approx(3 * 32 / (4 * 38))
+    slo = llm.SLO(ttft_s=1.0, tpot_s=1.0)
+    assert llm.serving_metrics(cached, slo).prefix_hit_rate == cached.prefix_hit_rate  # reported beside TTFT
+    assert cache.free_blocks == 40 and not cache.tables  # every block free again, the filed ones evictable
+
+
+def test_cached_blocks_are_evicted_least_recently_used_first_when_the_cache_fills(gpt):
+    cache = llm.PagedKVCache(gpt, num_blocks=6, block_size=4, prefix_caching=True)
+    a, b = list(range(1, 13)), list(range(20, 32))  # 12 tokens each: 3 full blocks, 2 filed (the last token stays)
+    for seq, prompt in ((0, a), (1, b)):
+        cache.admit(seq, 12, prompt=prompt)
+        cache.forward(gpt, [seq], torch.tensor([prompt]))
+        cache.release(seq)
+    assert len(cache.evictable) == 6 and not cache.free  # all six blocks cached, none in use
+    assert cache.admit(2, 12, prompt=b) == 8  # b's first two blocks are found
+    cache.forward(gpt, [2], torch.tensor([b[8:]]))  # its third block: a's oldest cached block is evicted for it
+    cache.release(2)
+    assert cache.admit(3, 12, prompt=a) == 0  # a's first block is gone, so nothing of a is found
+    cache.release(3)
+    assert cache.free_blocks == 6
+
+
+def test_chunked_prefill_spreads_a_long_prompt_over_steps_and_changes_no_token(gpt):
+    g = torch.Generator().manual_seed(3)
+    long = llm.Request(1, torch.randint(0, 64, (60,), generator=g).tolist(), 4, 0.0)
+    short = llm.Request(0, torch.randint(0, 64, (4,), generator=g).tolist(), 20, 0.0)
+    whole = llm.Engine(gpt, llm.PagedKVCache(gpt, 40, 8)).serve([short, long])
+    chunked = llm.Engine(gpt, llm.PagedKVCache(gpt, 40, 8), prefill_chunk=16).serve([short, long])
+    for a, b, req in zip(whole.records, chunked.records, (short, long), strict=True):
+        assert a.tokens == b.tokens == _generate(gpt, req.prompt, req.max_tokens)
+
+    # whole prompts: both are prefilled before the first decode step, so the short request waits for the long
+    # prefill; in chunks of 16 (4 + 12, 16, 16, 16 tokens) the short one decodes while the long prompt goes in
+    def short_tokens_before_long(run):
+        return sum(t < run.records[1].token_times[0] for t in run.records[0].token_times)
+
+    assert short_tokens_before_long(whole) == 1 and short_tokens_before_long(chunked) == 4
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        llm.Engine(gpt, llm.PagedKVCache(gpt, 4, 8), prefill_chunk=0)
+    with pytest.raises(ValueError, match="admission='reserve'"):
+        llm.Engine(gpt, llm.PagedKVCache(gpt, 4, 8, "on-demand"), prefill_chunk=16)

@@ -178,7 +178,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "a small engine with static vs continuous batching under Poisson arrivals, TTFT, TPOT, ITL and "
             "goodput as vLLM defines them; KV memory reserved for the whole context, for each request's own "
             "length, or allocated on demand with pre-emption; speculative decoding with its exact output and "
-            "Leviathan's formula; MLPerf's scenarios, percentiles and LoadGen's early-stopping sample count"
+            "Leviathan's formula; prefix caching (TTFT against the cached share of the prefill's FLOPs) and "
+            "chunked prefill (the ITL tail); MLPerf's scenarios, percentiles and LoadGen's early-stopping sample "
+            "count"
         ),
         gpu_adds="decode against HBM bandwidth; why a model this small is launch-bound there",
         gpu_profile="full",

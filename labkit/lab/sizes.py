@@ -208,14 +208,16 @@ SIZES: dict[str, dict[str, dict]] = {
             max_batch=8, block_size=16, prompt_lens=(8, 48), output_lens=(4, 48), load=0.8, slo_ttft_steps=10,
             slo_tpot_steps=2, claim_budget_s=5.0, paged_requests=32, budget_seqs=2, paged_max_batch=32,
             spec_size="m", draft_layers=1, spec_k=3, spec_prompt=16, spec_tokens=48, latency_samples=1000, window=50,
-            min_run_s=0.1,
+            min_run_s=0.1, prefix_shared=192, prefix_own=16, prefix_out=4, prefix_requests=6, prefix_gap_s=0.03,
+            chunk_requests=16, chunk_prompt_lens=(16, 320), chunk_output_lens=(8, 32), prefill_chunk=32,
         ),
         "full": dict(
             gpt_size="m", context=1024, prompt_len=512, decode_batch=32, short_ctx=128, long_ctx=960, requests=64,
             max_batch=16, block_size=16, prompt_lens=(16, 128), output_lens=(8, 128), load=0.8, slo_ttft_steps=10,
             slo_tpot_steps=2, claim_budget_s=20.0, paged_requests=96, budget_seqs=4, paged_max_batch=64,
             spec_size="l", draft_layers=1, spec_k=3, spec_prompt=32, spec_tokens=128, latency_samples=5000, window=50,
-            min_run_s=0.5,
+            min_run_s=0.5, prefix_shared=512, prefix_own=32, prefix_out=8, prefix_requests=8, prefix_gap_s=0.05,
+            chunk_requests=48, chunk_prompt_lens=(16, 768), chunk_output_lens=(16, 64), prefill_chunk=64,
         ),
     },
     "optimisation": {

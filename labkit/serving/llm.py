@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -156,9 +156,17 @@ class PagedKVCache:
     - ``admission="on-demand"``: nothing is promised; a sequence is admitted when its prompt's blocks are free
       and takes a block whenever it fills one; when none is free the engine pre-empts a sequence (vLLM: allocate
       as tokens arrive, pre-empt by recomputation when blocks run out).
+
+    With ``prefix_caching=True`` every full block is also filed under a hash of its tokens and of all the tokens
+    before it (vLLM's automatic prefix caching). A new sequence whose prompt begins with blocks already filed shares
+    them (counted references, never written again) and starts its prefill after them; a block no sequence uses
+    any more keeps its contents and is reused by a later prompt, or evicted, least recently used first, when a
+    free block is needed.
     """
 
-    def __init__(self, model: TinyGPT, num_blocks: int, block_size: int, admission: str = "reserve"):
+    def __init__(
+        self, model: TinyGPT, num_blocks: int, block_size: int, admission: str = "reserve", prefix_caching: bool = False
+    ):
         if not isinstance(num_blocks, int) or num_blocks < 1 or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"num_blocks and block_size must be positive integers; got {num_blocks!r}, {block_size!r}")
         if admission not in ("reserve", "on-demand"):
@@ -176,6 +184,26 @@ class PagedKVCache:
         self.tables: dict[int, list[int]] = {}
         self.lengths: dict[int, int] = {}
         self.promised: dict[int, int] = {}
+        self.prefix_caching = bool(prefix_caching)
+        self.block_of_hash: dict[int, int] = {}  # a full block's chained hash -> the block holding it
+        self.hash_of_block: dict[int, int] = {}
+        self.refs: dict[int, int] = {}  # filed block -> sequences using it
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # filed blocks no sequence uses, oldest first
+        self.history: dict[int, list[int]] = {}  # the tokens each sequence has written (with prefix caching)
+        self.cached_tokens: dict[int, int] = {}  # the tokens a sequence found cached when it was admitted
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks a sequence can take: the free ones, and the cached ones no sequence uses (evicted on demand)."""
+        return len(self.free) + len(self.evictable)
+
+    def _hashes(self, tokens: Sequence[int]) -> list[int]:
+        """The chained hash of each full block of ``tokens``: a block's hash covers every token up to its end."""
+        out, h, bs = [], 0, self.block_size
+        for i in range(len(tokens) // bs):
+            h = hash((h, tuple(tokens[i * bs : (i + 1) * bs])))
+            out.append(h)
+        return out
 
     @property
     def bytes(self) -> int:
@@ -196,11 +224,23 @@ class PagedKVCache:
         of its first ``now_tokens`` tokens are free, beyond ``keep_free`` blocks the running sequences need.
         """
         if self.admission == "on-demand":
-            return self.blocks_for(max_tokens if now_tokens is None else now_tokens) <= len(self.free) - keep_free
+            return self.blocks_for(max_tokens if now_tokens is None else now_tokens) <= self.free_blocks - keep_free
         outstanding = sum(self.promised[s] - len(self.tables[s]) for s in self.tables)
-        return self.blocks_for(max_tokens) <= len(self.free) - outstanding
+        return self.blocks_for(max_tokens) <= self.free_blocks - outstanding
 
-    def admit(self, seq: int, max_tokens: int, now_tokens: int | None = None, keep_free: int = 0) -> None:
+    def admit(
+        self,
+        seq: int,
+        max_tokens: int,
+        now_tokens: int | None = None,
+        keep_free: int = 0,
+        prompt: Sequence[int] | None = None,
+    ) -> int:
+        """Admit ``seq``; with prefix caching and its ``prompt``, share the prompt's cached leading blocks.
+
+        Returns the tokens found cached (0 without prefix caching): the prefill starts after them. The prompt's
+        last token is never taken from the cache, so that its prefill has a token whose logits give the next one.
+        """
         if seq in self.tables:
             raise ValueError(f"sequence {seq} is already in the cache")
         if max_tokens > self.max_len:
@@ -209,22 +249,64 @@ class PagedKVCache:
             raise CacheFull(f"no room for {self.blocks_for(max_tokens)} blocks for sequence {seq}")
         promise = self.blocks_for(max_tokens) if self.admission == "reserve" else self.blocks_for(self.max_len)
         self.tables[seq], self.lengths[seq], self.promised[seq] = [], 0, promise
+        if not self.prefix_caching:
+            return 0
+        self.history[seq] = []
+        for h in self._hashes(list(prompt or [])[:-1]):
+            block = self.block_of_hash.get(h)
+            if block is None:
+                break
+            self.evictable.pop(block, None)
+            self.refs[block] += 1
+            self.tables[seq].append(block)
+        cached = len(self.tables[seq]) * self.block_size
+        self.lengths[seq] = self.cached_tokens[seq] = cached
+        self.history[seq] = list(prompt or [])[:cached]
+        return cached
 
     def blocks_needed(self, seqs: Iterable[int], tokens: int = 1) -> int:
         """New blocks that appending ``tokens`` to each of ``seqs`` takes."""
         return sum(self.blocks_for(self.lengths[s] + tokens) - len(self.tables[s]) for s in seqs)
 
     def release(self, seq: int) -> None:
-        """Give a finished sequence's blocks back."""
-        self.free.extend(reversed(self.tables.pop(seq)))
+        """Give a finished sequence's blocks back (a filed block stays cached until it is needed for another)."""
+        unfiled = []
+        for block in self.tables.pop(seq):
+            if block in self.hash_of_block:
+                self.refs[block] -= 1
+                if self.refs[block] == 0:
+                    self.evictable[block] = None
+            else:
+                unfiled.append(block)
+        self.free.extend(reversed(unfiled))
         del self.lengths[seq], self.promised[seq]
+        self.history.pop(seq, None)
+        self.cached_tokens.pop(seq, None)
+
+    def _take_block(self) -> int:
+        if self.free:
+            return self.free.pop()
+        block, _ = self.evictable.popitem(last=False)  # the least recently used cached block
+        del self.block_of_hash[self.hash_of_block.pop(block)], self.refs[block]
+        return block
+
+    def _file(self, seq: int, written: Sequence[int]) -> None:
+        """File the blocks of ``seq`` that ``written`` tokens have just filled, under their chained hashes."""
+        history = self.history[seq]
+        before = len(history) // self.block_size
+        history.extend(written)
+        hashes = self._hashes(history)
+        for i in range(before, len(hashes)):
+            block = self.tables[seq][i]
+            if hashes[i] not in self.block_of_hash and block not in self.hash_of_block:
+                self.block_of_hash[hashes[i]], self.hash_of_block[block], self.refs[block] = block, hashes[i], 1
 
     def _grow(self, seq: int, length: int) -> None:
         table = self.tables[seq]
         while len(table) * self.block_size < length:
-            if len(table) >= self.promised[seq] or not self.free:
+            if len(table) >= self.promised[seq] or not self.free_blocks:
                 raise CacheFull(f"sequence {seq} needs a block beyond its {self.promised[seq]} promised")
-            table.append(self.free.pop())
+            table.append(self._take_block())
 
     def _slots(self, seq: int, positions: torch.Tensor) -> torch.Tensor:
         table = torch.tensor(self.tables[seq], device=positions.device)
@@ -273,8 +355,10 @@ class PagedKVCache:
             y = F.scaled_dot_product_attention(q.reshape(shape).transpose(1, 2), keys, values, attn_mask=mask)
             x = x + block.proj(y.transpose(1, 2).reshape(B, T, C))
             x = x + block.mlp(block.ln2(x))
-        for s in seqs:
+        for i, s in enumerate(seqs):
             self.lengths[s] += T
+            if self.prefix_caching:
+                self._file(s, tokens[i].tolist())
         return model.lm_head(model.ln_f(x))
 
 
@@ -307,6 +391,7 @@ class RequestRecord(Result):
     tokens: list[int] = field(default_factory=list)
     error: str | None = None
     preempted: int = 0  # times its blocks were taken back and its tokens recomputed later
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at its (last) admission
 
     @property
     def ok(self) -> bool:
@@ -343,6 +428,13 @@ class ServingRun(Result):
     usage: list[dict]
     preemptions: int = 0
     recomputed_tokens: int = 0  # tokens prefilled again after a pre-emption
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """The share of the completed requests' prompt tokens that the prefix cache supplied (0 without one)."""
+        done = [r for r in self.records if r.ok]
+        prompt = sum(r.prompt_len for r in done)
+        return sum(r.cached_tokens for r in done) / prompt if prompt else 0.0
 
     @property
     def peak_usage(self) -> dict[str, int]:
@@ -405,14 +497,33 @@ class Engine:
     need; while they exceed the free blocks, the most recently admitted sequence is pre-empted: its blocks are
     freed and it goes back to the front of the queue, to be prefilled again (its prompt and the tokens it has
     already produced) when there is room, as vLLM's scheduler does by default (pre-emption by recomputation).
+
+    With a ``prefix_caching`` cache, an admitted prompt's cached leading blocks are not prefilled again. With
+    ``prefill_chunk=n`` (chunked prefill, as vLLM and Sarathi-Serve schedule it) a step prefills at most n prompt
+    tokens, of the admitted requests in turn, and then decodes the running ones: a long prompt is spread over
+    several steps instead of stalling every running request's next token for its whole prefill.
     """
 
-    def __init__(self, model: TinyGPT, cache: PagedKVCache, policy: str = "continuous", max_batch: int = 8):
+    def __init__(
+        self,
+        model: TinyGPT,
+        cache: PagedKVCache,
+        policy: str = "continuous",
+        max_batch: int = 8,
+        prefill_chunk: int | None = None,
+    ):
         if policy not in ("continuous", "static"):
             raise ValueError(f"policy must be 'continuous' or 'static', got {policy!r}")
         if not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}")
+        if prefill_chunk is not None and (not _whole(prefill_chunk) or prefill_chunk < 1):
+            raise ValueError(
+                f"prefill_chunk must be None (whole prompts) or a whole number of tokens, got {prefill_chunk!r}"
+            )
+        if prefill_chunk is not None and cache.admission != "reserve":
+            raise ValueError("chunked prefill needs a cache with admission='reserve' (each prompt's blocks promised)")
         self.model, self.cache, self.policy, self.max_batch = model.eval(), cache, policy, max_batch
+        self.prefill_chunk = prefill_chunk
         self.device = next(model.parameters()).device
 
     def serve(
@@ -464,13 +575,14 @@ class Engine:
         running: dict[int, int] = {}  # rid -> last token, in the order admitted
         steps, batch_sizes, usage, recomputed = 0, [], [], 0
         on_demand = self.cache.admission == "on-demand"
+        prefilling: dict[int, list[int]] = {}  # rid -> the prompt tokens it still has to prefill, admitted order
         start = clock()
-        while pending or waiting or running:
+        while pending or waiting or running or prefilling:
             now = clock() - start
             while pending and pending[0].arrival_s <= now:
                 waiting.append(pending.popleft())
             keep = self.cache.blocks_needed(running) if on_demand else 0
-            while on_demand and keep > len(self.cache.free):  # pre-empt the newest until the others fit
+            while on_demand and keep > self.cache.free_blocks:  # pre-empt the newest until the others fit
                 victim = next(reversed(running))
                 running.pop(victim)
                 self.cache.release(victim)
@@ -478,23 +590,33 @@ class Engine:
                 waiting.appendleft(by_id[victim])
                 keep = self.cache.blocks_needed(running)
             admit: list[Request] = []
-            if self.policy == "continuous" or not running:
-                while waiting and len(running) + len(admit) < self.max_batch:
+            if self.policy == "continuous" or not (running or prefilling):
+                while waiting and len(running) + len(prefilling) + len(admit) < self.max_batch:
                     req, done = waiting[0], len(records[waiting[0].rid].tokens)
                     # on demand: the blocks of its prompt (and tokens so far) and of its first decoded token
                     now_tokens = len(req.prompt) + done + 1
                     if not self.cache.can_admit(len(req.prompt) + req.max_tokens, now_tokens, keep):
                         break
-                    self.cache.admit(req.rid, len(req.prompt) + req.max_tokens, now_tokens, keep)
+                    tokens = req.prompt + records[req.rid].tokens  # a pre-empted one's output too
+                    cached = self.cache.admit(req.rid, len(req.prompt) + req.max_tokens, now_tokens, keep, tokens)
                     keep += self.cache.blocks_for(now_tokens) if on_demand else 0
+                    records[req.rid].cached_tokens = min(cached, len(req.prompt))
+                    recomputed += max(0, len(records[req.rid].tokens) - max(0, cached - len(req.prompt)))
+                    prefilling[req.rid] = tokens[cached:]
                     admit.append(waiting.popleft())
-            for req in admit:  # prefill: the whole prompt in one pass gives the first token
-                record = records[req.rid]
-                prompt = torch.tensor([req.prompt + record.tokens], device=self.device)  # a pre-empted one's too
-                recomputed += len(record.tokens)
-                first = int(self.cache.forward(self.model, [req.rid], prompt)[0, -1].argmax())
-                sync(self.device)
-                self._emit(record, first, clock() - start, running)
+            budget = math.inf if self.prefill_chunk is None else self.prefill_chunk
+            for rid in list(prefilling):  # prefill: the rest of each prompt, in chunks of at most `budget` tokens
+                if budget <= 0:
+                    break
+                rest = prefilling[rid]
+                chunk, prefilling[rid] = rest[: int(min(budget, len(rest)))], rest[int(min(budget, len(rest))) :]
+                budget -= len(chunk)
+                logits = self.cache.forward(self.model, [rid], torch.tensor([chunk], device=self.device))
+                if not prefilling[rid]:  # its last prompt token's logits give the first output token
+                    del prefilling[rid]
+                    first = int(logits[0, -1].argmax())
+                    sync(self.device)
+                    self._emit(records[rid], first, clock() - start, running)
             if running:
                 rids = list(running)
                 last = torch.tensor([[running[r]] for r in rids], device=self.device)
@@ -506,9 +628,9 @@ class Engine:
                 batch_sizes.append(len(rids))
                 for rid, token in zip(rids, nxt, strict=True):
                     self._emit(records[rid], token, now, running)
-            elif not admit and pending:
+            elif not admit and not prefilling and pending:
                 time.sleep(max(0.0, pending[0].arrival_s - (clock() - start)))
-            elif not admit and waiting:
+            elif not admit and not prefilling and waiting:
                 raise CacheFull(f"request {waiting[0].rid} can never be admitted: the cache is empty and too small")
         preemptions = sum(r.preempted for r in order)
         return ServingRun(self.policy, order, clock() - start, steps, batch_sizes, usage, preemptions,
@@ -605,6 +727,7 @@ class ServingMetrics(Result):
     tpot: dict[float, float]  # time per output token after the first, per request
     itl: dict[float, float]  # inter-token latency, every gap of every request pooled
     e2e: dict[float, float]  # end-to-end latency
+    prefix_hit_rate: float = 0.0  # the share of the completed requests' prompt tokens found in the prefix cache
 
 
 def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (50, 90, 99)) -> ServingMetrics:
@@ -629,7 +752,7 @@ def serving_metrics(run: ServingRun, slo: SLO, percentiles: Sequence[float] = (5
         request_throughput=len(done) / run.duration_s, goodput=len(good) / run.duration_s,
         output_tokens_per_s=sum(len(r.tokens) for r in done) / run.duration_s,
         ttft=pct([r.ttft_s for r in done]), tpot=pct(tpot) if tpot else {},
-        itl=pct(itl) if itl else {}, e2e=pct([r.e2e_s for r in done]),
+        itl=pct(itl) if itl else {}, e2e=pct([r.e2e_s for r in done]), prefix_hit_rate=run.prefix_hit_rate,
     )  # fmt: skip
 
 
