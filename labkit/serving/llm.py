@@ -190,7 +190,6 @@ class PagedKVCache:
         self.refs: dict[int, int] = {}  # filed block -> sequences using it
         self.evictable: OrderedDict[int, None] = OrderedDict()  # filed blocks no sequence uses, oldest first
         self.history: dict[int, list[int]] = {}  # the tokens each sequence has written (with prefix caching)
-        self.cached_tokens: dict[int, int] = {}  # the tokens a sequence found cached when it was admitted
 
     @property
     def free_blocks(self) -> int:
@@ -251,7 +250,6 @@ class PagedKVCache:
         self.tables[seq], self.lengths[seq], self.promised[seq] = [], 0, promise
         if not self.prefix_caching:
             return 0
-        self.history[seq] = []
         for h in self._hashes(list(prompt or [])[:-1]):
             block = self.block_of_hash.get(h)
             if block is None:
@@ -260,7 +258,7 @@ class PagedKVCache:
             self.refs[block] += 1
             self.tables[seq].append(block)
         cached = len(self.tables[seq]) * self.block_size
-        self.lengths[seq] = self.cached_tokens[seq] = cached
+        self.lengths[seq] = cached
         self.history[seq] = list(prompt or [])[:cached]
         return cached
 
@@ -281,7 +279,6 @@ class PagedKVCache:
         self.free.extend(reversed(unfiled))
         del self.lengths[seq], self.promised[seq]
         self.history.pop(seq, None)
-        self.cached_tokens.pop(seq, None)
 
     def _take_block(self) -> int:
         if self.free:
@@ -608,9 +605,9 @@ class Engine:
             for rid in list(prefilling):  # prefill: the rest of each prompt, in chunks of at most `budget` tokens
                 if budget <= 0:
                     break
-                rest = prefilling[rid]
-                chunk, prefilling[rid] = rest[: int(min(budget, len(rest)))], rest[int(min(budget, len(rest))) :]
-                budget -= len(chunk)
+                rest, n = prefilling[rid], int(min(budget, len(prefilling[rid])))
+                chunk, prefilling[rid] = rest[:n], rest[n:]
+                budget -= n
                 logits = self.cache.forward(self.model, [rid], torch.tensor([chunk], device=self.device))
                 if not prefilling[rid]:  # its last prompt token's logits give the first output token
                     del prefilling[rid]

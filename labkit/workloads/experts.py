@@ -87,6 +87,10 @@ class MoE(nn.Module):
         self.w_out = nn.Parameter(torch.randn(experts, hidden, width) / math.sqrt(hidden))
         self.last_routing: Routing | None = None
 
+    def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
+        """Expert ``e``'s MLP on the tokens ``x`` (n, width): gelu(x · W_in[e]) · W_out[e]."""
+        return F.gelu(x @ self.w_in[e]) @ self.w_out[e]
+
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each token's ``top_k`` experts (tokens, top_k) and their weights, the softmax of their scores."""
         scores, chosen = self.router(x).topk(self.top_k, dim=-1)
@@ -114,8 +118,7 @@ class MoE(nn.Module):
             if len(mine) == 0:
                 continue  # an expert with no tokens is not run, and its weights are not read
             token = mine // self.top_k
-            h = F.gelu(x[token] @ self.w_in[e]) @ self.w_out[e]
-            out.index_add_(0, token, h * weights.reshape(-1)[mine, None])
+            out.index_add_(0, token, self.expert(e, x[token]) * weights.reshape(-1)[mine, None])
         self.last_routing = Routing(tuple(assigned), tuple(kept), capacity)
         return out
 

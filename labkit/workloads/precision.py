@@ -84,14 +84,20 @@ class Int8WeightOnlyLinear(nn.Module):
         return y.reshape(*x.shape[:-1], self.out_features)
 
 
-def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
-    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`. Taught in notebook `memory`."""
+def _replace_linears(model: nn.Module, make, filter_fn=None) -> nn.Module:
+    """Replace (in place) each ``nn.Linear`` of ``model`` that ``filter_fn(module, name)`` accepts by ``make(it)``."""
     for name, child in model.named_children():
         if isinstance(child, nn.Linear):
-            setattr(model, name, Int8WeightOnlyLinear(child))
+            if filter_fn is None or filter_fn(child, name):
+                setattr(model, name, make(child))
         else:
-            quantize_int8_weight_only(child)
+            _replace_linears(child, make, filter_fn)
     return model
+
+
+def quantize_int8_weight_only(model: nn.Module) -> nn.Module:
+    """Replace every ``nn.Linear`` of ``model`` (in place) by :class:`Int8WeightOnlyLinear`. Taught in notebook `memory`."""
+    return _replace_linears(model, Int8WeightOnlyLinear)
 
 
 def int8_overhead_bytes(model: nn.Module) -> int:
@@ -162,13 +168,7 @@ def quantize_int4_weight_only(model: nn.Module, group_size: int = 128, filter_fn
     Taught in notebook `optimisation`. ``filter_fn(module, name)``, as in torchao's ``quantize_``, chooses which
     (default: all); a layer the kernel cannot take is an error that says why.
     """
-    for name, child in model.named_children():
-        if isinstance(child, nn.Linear):
-            if filter_fn is None or filter_fn(child, name):
-                setattr(model, name, Int4WeightOnlyLinear(child, group_size))
-        else:
-            quantize_int4_weight_only(child, group_size, filter_fn)
-    return model
+    return _replace_linears(model, lambda linear: Int4WeightOnlyLinear(linear, group_size), filter_fn)
 
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
