@@ -2,13 +2,17 @@
 
 ``labkit/lab/manifest.py`` holds the notebooks' order, titles, questions and what a GPU adds; each notebook's opening
 holds its learning goals; ``docs/running_times.json`` holds measured running times. From them this writes, between
-marker comments, the README's map of the notebooks and the instructor guide's running-times table and goals, so
-that adding or moving a notebook never means editing a table by hand.
+marker comments, the README's map of the notebooks and the instructor guide's running-times table and goals, the
+sentences that sum the times up, and the time each notebook's opening states ("**Time:** about N seconds to run in
+the quick profile"), so that adding or moving a notebook, or measuring it again, never means editing a number by
+hand.
 
     python tools/render_docs.py                       # rewrite the generated parts
     python tools/render_docs.py --check               # exit 1 if they are out of date (the tests run this check)
-    python tools/render_docs.py --quick-times build/under-test/results
-                                                      # first record the quick times of a `make test` run
+    python tools/render_docs.py --quick-times build/under-test/results --make-test-s 690
+                                                      # first record a quiet `make test` run's times and verdicts
+    python tools/render_docs.py --neighbour-times build/under-test/results --make-test-s 720
+                                                      # ... or those of a run beside `tools/neighbour.py --idle 0`
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ import nbformat
 from labkit.lab import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
+NUMBERS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty"
+).split()
+# The opening cell's stated quick time, as it is stored in the notebook's JSON (one line of the cell's source).
+STATED_TIME = re.compile(r"(\*\*Time:\*\* )(?:about \d+ seconds|under a minute)( to run in the quick profile)")
 TIMES = Path("docs") / "running_times.json"
 BEGIN = "<!-- begin {name}: written by tools/render_docs.py from labkit/lab/manifest.py; edit there, not here -->"
 END = "<!-- end {name} -->"
@@ -41,6 +51,67 @@ def goals(notebook: Path) -> str:
 def _quick(times: dict, slug: str) -> str:
     seconds = times["quick"]["seconds"].get(slug)
     return "not yet measured" if seconds is None else f"{seconds:.0f}"
+
+
+def _count(n: int) -> str:
+    return NUMBERS[n] if n < len(NUMBERS) else str(n)
+
+
+def stated_seconds(seconds: float) -> int:
+    """A measured quick time as an opening states it: to the nearest 5 s, since runs vary by a third or more."""
+    return max(5, 5 * round(seconds / 5))
+
+
+def quick_summary(times: dict, readme: bool) -> str:
+    """The sentences that sum the quick times up: how many stayed within the budget, the longest, the total, and
+    the run beside a busy neighbour where one was recorded."""
+    quick = times["quick"]["seconds"]
+    measured = [nb for nb in manifest.NOTEBOOKS if nb.slug in quick]
+    if not measured:
+        return "No quick run has been recorded yet (`tools/render_docs.py --quick-times`)."
+    over = [nb.slug for nb in measured if quick[nb.slug] > nb.budget_s]
+    longest = max(measured, key=lambda nb: quick[nb.slug])
+    budgets = {nb.budget_s for nb in measured}
+    budget = f"{budgets.pop():.0f} seconds" if len(budgets) == 1 else "set in the manifest"
+    within = (
+        f"all {_count(len(measured))} were within it" if not over
+        else f"{len(measured) - len(over)} of {len(measured)} were within it (over it: {', '.join(over)})"
+    )  # fmt: skip
+    text = (
+        f"Each notebook's budget is {budget}, and {within} (the longest, `{longest.slug}`, "
+        f"{quick[longest.slug]:.0f} s; all {len(measured)} together {sum(quick[nb.slug] for nb in measured) / 60:.1f} "
+        "minutes"
+    )
+    if "make_test_s" in times["quick"]:
+        text += f"; `make test` as a whole took {times['quick']['make_test_s'] / 60:.1f} minutes"
+    text += ")."
+    if "claims" in times["quick"]:
+        text += f" Its timing claims: {_tally(times['quick']['claims'])}."
+    near = times.get("neighbour")
+    if near:
+        both = [nb.slug for nb in measured if nb.slug in near["seconds"]]
+        grew = max(both, key=lambda s: near["seconds"][s] / quick[s])
+        lo, hi = min(near["seconds"][s] for s in both), max(near["seconds"][s] for s in both)
+        text += (
+            f" Beside a neighbour keeping one core busy all the time (`tools/neighbour.py --idle 0`), the same "
+            f"notebooks took {lo:.0f} to {hi:.0f} s, `{grew}` growing most ({quick[grew]:.0f} s quiet, "
+            f"{near['seconds'][grew]:.0f} s beside it)"
+        )
+        if "make_test_s" in near:
+            text += f", and `make test` {near['make_test_s'] / 60:.1f} minutes"
+        text += "."
+        if "claims" in near:
+            text += f" Its timing claims: {_tally(near['claims'])}."
+    if readme:
+        text += " The test's guard is three times the budget."
+    return text
+
+
+def _tally(claims: dict) -> str:
+    text = f"{claims['holds']} held, {claims['undecided']} undecided, {claims['contradicted']} contradicted"
+    if claims.get("undecided_in"):
+        text += f" (undecided in {', '.join(f'`{s}`' for s in claims['undecided_in'])})"
+    return text
 
 
 def readme_map(times: dict) -> str:
@@ -84,34 +155,68 @@ def rendered(root: Path) -> dict[Path, str]:
     """What README.md and docs/instructor.md should hold, from the manifest, the notebooks and the times."""
     times = json.loads((root / TIMES).read_text())
     readme, guide = root / "README.md", root / "docs" / "instructor.md"
-    return {
-        readme: fill(readme.read_text(), "map", readme_map(times), "README.md"),
-        guide: fill(
-            fill(guide.read_text(), "running times", times_table(times), "docs/instructor.md"),
-            "goals",
-            guide_goals(root / "notebooks"),
-            "docs/instructor.md",
-        ),
-    }
+    text = fill(readme.read_text(), "map", readme_map(times), "README.md")
+    out = {readme: fill(text, "quick times", quick_summary(times, readme=True), "README.md")}
+    text = fill(guide.read_text(), "running times", times_table(times), "docs/instructor.md")
+    text = fill(text, "quick times", quick_summary(times, readme=False), "docs/instructor.md")
+    out[guide] = fill(text, "goals", guide_goals(root / "notebooks"), "docs/instructor.md")
+    for nb in manifest.NOTEBOOKS:
+        seconds = times["quick"]["seconds"].get(nb.slug)
+        path = root / "notebooks" / nb.file
+        if seconds is not None and path.exists():
+            out[path] = stated_time(path.read_text(), stated_seconds(seconds), path.name)
+    return out
 
 
-def record_quick_times(root: Path, results: Path) -> None:
-    """Copy each notebook's learner wall time from a run's ``*.run.json`` records into the running times."""
+def stated_time(text: str, seconds: int, where: str) -> str:
+    """A notebook's JSON text with its opening's stated quick time set to ``seconds`` (the one line that states it)."""
+    if len(STATED_TIME.findall(text)) != 1:
+        raise SystemExit(f"{where}: its opening needs one '**Time:** about N seconds to run in the quick profile'")
+    return STATED_TIME.sub(lambda m: f"{m.group(1)}about {seconds} seconds{m.group(2)}", text)
+
+
+NEIGHBOUR_HOW = (
+    "make test from a fresh clone beside tools/neighbour.py --idle 0 (one core kept busy all the time), on the "
+    "machine of the quick times"
+)
+
+
+def record_times(root: Path, results: Path, kind: str, make_test_s: float | None = None) -> None:
+    """Copy each notebook's learner wall time from a run's ``*.run.json`` records into the running times under
+    ``kind`` ("quick": a quiet run; "neighbour": one beside a busy core), with the tally of its timing claims."""
     times = json.loads((root / TIMES).read_text())
+    entry = times.setdefault(kind, {"how": NEIGHBOUR_HOW, "seconds": {}})
+    tally = {"holds": 0, "undecided": 0, "contradicted": 0, "undecided_in": []}
     for slug in manifest.slugs():
         run = results / f"{slug}.run.json"
         if run.exists():
-            times["quick"]["seconds"][slug] = round(json.loads(run.read_text())["learner_wall_s"], 1)
+            entry["seconds"][slug] = round(json.loads(run.read_text())["learner_wall_s"], 1)
+        record = results / f"{slug}.json"
+        for claim in json.loads(record.read_text())["claims"] if record.exists() else []:
+            tally[claim["verdict"]] += 1
+            if claim["verdict"] == "undecided" and slug not in tally["undecided_in"]:
+                tally["undecided_in"].append(slug)
+    if not entry["seconds"]:
+        raise SystemExit(f"{results}: no notebook's run record (*.run.json) is there")
+    entry["claims"] = tally
+    if make_test_s is not None:
+        entry["make_test_s"] = make_test_s
     (root / TIMES).write_text(json.dumps(times, indent=1, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a generated part is out of date")
-    parser.add_argument("--quick-times", type=Path, help="a run's results folder: record its quick times first")
+    parser.add_argument("--quick-times", type=Path, help="a quiet run's results folder: record its times first")
+    parser.add_argument("--neighbour-times", type=Path, help="the same, for a run beside a busy neighbour core")
+    parser.add_argument("--make-test-s", type=float, help="with either: that run's `make test` seconds")
     args = parser.parse_args(argv)
+    if args.make_test_s is not None and not (args.quick_times or args.neighbour_times):
+        parser.error("--make-test-s goes with --quick-times or --neighbour-times")
     if args.quick_times:
-        record_quick_times(root, args.quick_times)
+        record_times(root, args.quick_times, "quick", args.make_test_s)
+    if args.neighbour_times:
+        record_times(root, args.neighbour_times, "neighbour", args.make_test_s)
     stale = []
     for path, text in rendered(root).items():
         if path.read_text() != text:

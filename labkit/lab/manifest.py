@@ -52,6 +52,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         topics="machine card, timing mistakes, FLOPs vs MACs, the two ceilings, the roofline",
         gpu_adds="its own ceilings (TFLOP/s, TB/s) beside the datasheet's",
         gpu_profile="full",
+        teaching_notes=(
+            "put one attendee's machine card on the projector and ask the room to compare theirs: the spread of cores, "
+            "memory and measured ceilings is the course's first measurement. Do section 2's timing mistakes live (no "
+            "warm-up, no sync, one reading): the room sees a stopwatch disagree with itself. Every later notebook reuses "
+            "the two ceilings measured here, so check that everyone's run reached its end before moving on."
+        ),
     ),
     Notebook(
         slug="inference_vs_training",
@@ -60,6 +66,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         topics="FLOPs ×3, memory by category, a real training run, from one step to a whole job",
         gpu_adds="the full profile's wider model, at GPU speed",
         gpu_profile="full",
+        teaching_notes=(
+            "ask for the ratio of a training step's FLOPs to a forward pass's before section 2; most people guess 2, and "
+            "the counter says about 3. Section 5 is where 16 bytes per parameter first appears; memory, sharding and "
+            "checkpoints build on it. LoRA is the discussion point: its state is barely more than inference's, yet its "
+            "step still pays for the backward pass through every layer."
+        ),
     ),
     Notebook(
         slug="input_size",
@@ -71,6 +83,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="long sequences and large images at GPU speed",
         gpu_profile="full",
+        teaching_notes=(
+            "have attendees guess each exponent before its sweep and read it off the log–log slope after. The small "
+            "inputs, where a fixed cost hides the growth, are part of the lesson, not noise to be dropped. Section 5 is "
+            'the learner\'s own "transcription takes minutes": ask for an extrapolation from the short clips before the '
+            "notebook checks one on a longer run."
+        ),
     ),
     Notebook(
         slug="model_size",
@@ -82,6 +100,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="how close the larger models get to the datasheet peak",
         gpu_profile="full",
+        teaching_notes=(
+            'the line to land is "parameters decide memory, FLOPs decide work", and that papers\' FLOPs are often '
+            "multiply-adds (half our count): have attendees work one row of the table by hand with 12·L·d². The "
+            "depthwise-convolution comparison shows FLOPs failing to predict time for a memory-bound architecture; ask "
+            "why before showing the bytes."
+        ),
     ),
     Notebook(
         slug="memory",
@@ -94,6 +118,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="the CUDA context, a real out-of-memory error, offloading over PCIe",
         gpu_profile="full",
+        teaching_notes=(
+            'section 4 decides "will it fit?" for a billion-parameter step on fake tensors, without allocating it: ask '
+            "attendees to decide first with the calculator, then run the cell. Section 2 (the CUDA context and the "
+            "caching allocator) prints what it can on a CPU; on a GPU it explains the most common question in practice, "
+            "why `nvidia-smi` shows more than the tensors use."
+        ),
     ),
     Notebook(
         slug="batch_size",
@@ -106,6 +136,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "size, the linear learning-rate rule and warm-up, batch norm under accumulation"
         ),
         gpu_adds="saturation at far larger batches; a real out-of-memory in the search",
+        teaching_notes=(
+            "ask attendees to predict, from start_here's ridge point, the batch at which throughput stops rising; the "
+            "largest-batch search then finds the limit without ever running out of memory. Section 6 (the noise scale: a "
+            "bigger batch buys fewer steps only up to a point) is the part ML engineers most often miss, and it needs no "
+            "hardware at all."
+        ),
     ),
     Notebook(
         slug="generating_images",
@@ -117,6 +153,13 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "term; a 5-second clip estimated; the decoder's share; one prompt or a batch; activation memory"
         ),
         gpu_adds="larger latents and longer clips, where attention dominates; bf16 on tensor cores",
+        teaching_notes=(
+            'open with the learner\'s own "an image is rendered in seconds": every time in the notebook is steps × one '
+            "pass × 2 for guidance, so attendees can predict each sweep before it runs. The weights are random; say so "
+            "early, because time and memory do not depend on what a network has learnt. The "
+            "5-second clip is the place to ask how many tokens a video is, and why attention, not the linear layers, "
+            "decides its cost."
+        ),
     ),
     Notebook(
         slug="multiple_gpus",
@@ -129,6 +172,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="NCCL over NVLink, one process per GPU (the point of the lesson)",
         gpu_essential=True,
+        teaching_notes=(
+            'without GPUs the "GPUs" are two processes sharing the machine\'s cores, so data parallelism here is often '
+            "slower than one process: the notebook explains why, and that explanation (communication against compute per "
+            "rank) is the lesson. The scaling model of section 5 carries it to real GPUs and links. The failing-worker "
+            "demonstration stops every process; so does interrupting a cell."
+        ),
     ),
     Notebook(
         slug="sharding",
@@ -143,6 +192,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="NCCL over NVLink, FSDP's overlap, pipeline bubbles at real micro-batch sizes",
         gpu_essential=True,
+        teaching_notes=(
+            "draw section 1's \"who holds what\" on the board before running it: DDP's 16 bytes per parameter on every GPU, "
+            "down to 16/N at ZeRO-3. The pipeline's overlap claim needs a core per stage; where another program holds "
+            "one, the notebook says the claim is undecided and why, which is worth pointing out as correct behaviour. "
+            "Section 6 (a 70B model on 64 H200s) is a good exercise in pairs."
+        ),
     ),
     Notebook(
         slug="checkpoints",
@@ -155,6 +210,13 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "cluster (Llama 3's interruptions); a loader waiting for storage"
         ),
         gpu_adds="GPU-to-host copies in an async save; NCCL ranks writing their shards",
+        teaching_notes=(
+            "before section 4, ask the room what a resumable checkpoint must hold besides the weights (optimizer state, "
+            "step, random state, data order); then the killed trainer's losses continue bit for bit. The disk section "
+            "shows what the page cache hides: compare fsync'd bandwidth across attendees' laptops. An async save overlaps "
+            "training only if a core is free, which the notebook measures rather than assumes. Young/Daly's interval is a "
+            "short derivation for the whiteboard."
+        ),
     ),
     Notebook(
         slug="latency_throughput",
@@ -167,6 +229,11 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "verdicts for a live and a batch job"
         ),
         gpu_adds="far higher loads and batches; decode against HBM bandwidth",
+        teaching_notes=(
+            "ask attendees where latency will explode before the load sweep, from the measured service time (the M/D/1 "
+            "formula of section 2). Stress that p99, not the mean, is a service's number, and that the offline throughput "
+            "is an upper bound no latency target can beat. The HTTP server listens on 127.0.0.1 only."
+        ),
     ),
     Notebook(
         slug="serving_llms",
@@ -204,6 +271,13 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "on two gloo ranks, bytes predicted and counted"
         ),
         gpu_adds="decode steps against HBM bandwidth; the all-to-all on NCCL",
+        teaching_notes=(
+            "start from the opening's two real models and ask whether an MoE costs like its active part or its whole; the "
+            'four sections answer "both, depending on what you count" (FLOPs, memory, decode bytes, bytes between GPUs). '
+            "Have attendees compute E·(1 − (1 − k/E)^B) for Mixtral at batch 4 before section 3's claims: the small-batch "
+            "advantage of sparsity is the point most people miss. The expert-parallel check starts two processes, so it "
+            "is the slowest cell on a busy laptop."
+        ),
     ),
     Notebook(
         slug="optimisation",
@@ -217,6 +291,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "software configuration"
         ),
         gpu_adds="fast bf16 and int8 kernels; pinned-memory loading",
+        teaching_notes=(
+            "measure each optimisation alone before combining: the leaderboard is the lesson. On a CPU some tricks "
+            "(dynamic int8, bf16 on cores without bf16 instructions) can be slower than float32; that is a finding about "
+            "the hardware and software stack, to be reported with its configuration, not a failure. The input pipeline "
+            "section usually surprises: the JPEG decoder, not the model, is the bottleneck."
+        ),
     ),
     Notebook(
         slug="fused_attention",
@@ -228,6 +308,13 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "from the copy ceiling; tiling vs fusion; a fused and an unfused softmax, bytes counted"
         ),
         gpu_adds="FlashAttention-2 against HBM bandwidth, where the naive kernel is memory-bound",
+        teaching_notes=(
+            "read `attention.tiled_attention` (twenty lines) with the class before section 1: rescaling by exp(m − m′) is "
+            "the whole trick of the online softmax. The memory predictions are exact to the byte; the time claims depend "
+            "on where the machine's ridge point lies, so a CPU run shows fusion saving mostly memory and a GPU run mostly "
+            "time. The softmax section is a good discussion of what a byte count leaves out (an exponential's cost on a "
+            "CPU core)."
+        ),
     ),
     Notebook(
         slug="where_time_goes",
@@ -239,6 +326,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "synchronisation; a checklist from profile to next action"
         ),
         gpu_adds="device time in the profile; what `.item()` really costs",
+        teaching_notes=(
+            "open the profiler's trace in Perfetto or chrome://tracing on the projector: it is the one artefact the "
+            "notebook writes for a viewer. Do exercise 1 (60% waiting, a 5× faster GPU) before section 2, so Amdahl's law "
+            "arrives before the measurement. DataLoader workers need spare cores: on a 2-core laptop the notebook "
+            "predicts their speed-up from the cores it measures free."
+        ),
     ),
     Notebook(
         slug="sharing_a_gpu",
@@ -251,6 +344,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         ),
         gpu_adds="stream priorities, MPS and MIG on a real shared GPU (explained here, not measured)",
         gpu_essential=True,
+        teaching_notes=(
+            "two CPU cores stand in for one shared GPU: a training process runs beside the inference server and each "
+            "lever (priority, partitioning) is measured against both. Where another program already holds a core, the "
+            "trainer-slowdown claim is not decided and the notebook says why. Before the day-long simulation, ask which "
+            "of the four policies attendees expect to keep both SLOs and utilisation."
+        ),
     ),
     Notebook(
         slug="estimating_a_job",
@@ -263,6 +362,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "first-principles capstone for your own workload"
         ),
         gpu_adds="large one-off costs (CUDA context, compilation) that the fit must separate",
+        teaching_notes=(
+            "the capstone: attendees estimate a workload of their own on the estimate card. The ten-times check "
+            "(estimate, run, compare) is where the band's width is earned; ask for a predicted error before the run. The "
+            "energy and price lines rest on stated watts and an assumed price per hour, labelled as such: have attendees "
+            "put in their own electricity price or cloud rate."
+        ),
     ),
 )
 
