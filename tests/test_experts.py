@@ -85,6 +85,20 @@ def test_expected_values_at_their_limits():
     assert experts.expected_distinct_experts(1, 8, 2) == pytest.approx(2)
     assert experts.expected_distinct_experts(1000, 8, 2) == pytest.approx(8)
     assert experts.expected_dropped(64, 8, 2, 64 / 16) == 0  # a capacity of every token drops nothing
+    assert experts.expected_dropped(10, 4, 4, 1.0) == 0  # k = E: each expert gets exactly T, its capacity
+
+
+@pytest.mark.parametrize(("tokens", "n_experts", "factor"), [(128, 16, 1.0), (256, 16, 1.25), (2048, 64, 1.0)])
+def test_expected_drops_equal_the_exact_binomial_sum_at_any_size(tokens, n_experts, factor):
+    """The notebook's full profile routes 2,048 tokens: C(2048, n) overflows a float, the log-space sum must not."""
+    from fractions import Fraction
+
+    capacity = experts.expert_capacity(tokens, n_experts, 2, factor)
+    p = Fraction(2, n_experts)
+    exact = n_experts * sum(
+        (n - capacity) * math.comb(tokens, n) * p**n * (1 - p) ** (tokens - n) for n in range(capacity + 1, tokens + 1)
+    )
+    assert experts.expected_dropped(tokens, n_experts, 2, factor) == pytest.approx(float(exact), rel=1e-9)
 
 
 @pytest.mark.parametrize(

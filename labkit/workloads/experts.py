@@ -163,10 +163,16 @@ def expected_dropped(tokens: int, experts: int, top_k: int, capacity_factor: flo
 
     Taught in notebook `mixture_of_experts`. Each of the T tokens sends one of its k assignments to a given expert
     with probability k/E, so the expert receives a binomial count and drops what exceeds its capacity C
-    (:func:`expert_capacity`).
+    (:func:`expert_capacity`). The binomial's terms are computed as logarithms: C(T, n) itself is too large for a
+    float from about a thousand tokens on.
     """
     capacity = expert_capacity(tokens, experts, top_k, capacity_factor)
     p = top_k / experts
-    return experts * sum(
-        (n - capacity) * math.comb(tokens, n) * p**n * (1 - p) ** (tokens - n) for n in range(capacity + 1, tokens + 1)
-    )
+    if p == 1:  # every token sends one assignment to every expert
+        return float(experts * max(0, tokens - capacity))
+
+    def pmf(n: int) -> float:
+        log_comb = math.lgamma(tokens + 1) - math.lgamma(n + 1) - math.lgamma(tokens - n + 1)
+        return math.exp(log_comb + n * math.log(p) + (tokens - n) * math.log1p(-p))
+
+    return experts * sum((n - capacity) * pmf(n) for n in range(capacity + 1, tokens + 1))
