@@ -99,3 +99,15 @@ def test_steps_in_a_window_are_interpolated_between_log_lines():
     assert sharing._steps_at(points, 30.0) == 201.0  # after the last line: the count as it stands
     rate = (sharing._steps_at(points, 20.5) - sharing._steps_at(points, 10.0)) / 10.5
     assert rate == pytest.approx(101 / 10.5)  # the pause counts: about 9.6 steps/s, not the 100 while running
+
+
+@pytest.mark.processes
+def test_a_trainer_that_outlived_its_max_s_says_so_when_paused():
+    """A measurement that outlasts the trainer's own time limit (the full profile on a slow machine did) gets the
+    reason, not a bare "not running"."""
+    with sharing.BackgroundTrainer(threads=1, max_s=1, d_in=64, hidden=64, batch=32) as trainer:
+        trainer.proc.wait(timeout=30)
+        with pytest.raises(errors.TrainerStopped, match=r"exited with code 0 after its max_s of 1 s .* before it could"):
+            trainer.pause()
+    with pytest.raises(RuntimeError, match="was not started"):
+        sharing.BackgroundTrainer(threads=1, max_s=5).resume()

@@ -248,12 +248,12 @@ SIZES: dict[str, dict[str, dict]] = {
         "quick": dict(
             d_in=256, hidden=1024, depth=3, classes=10, max_batch=8, max_wait_ms=1.0, rate=1000, requests=300,
             watch_s=0.5, n_gpus=16, inference_gpus=9, peak_gpus=9, trough_gpus=1.5,
-            jobs_per_hour=3.5, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.1,
+            jobs_per_hour=3.5, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.1, trainer_max_s=300,
         ),
         "full": dict(
             d_in=1024, hidden=4096, depth=4, classes=10, max_batch=32, max_wait_ms=2.0, rate=2000, requests=10000,
             watch_s=5.0, n_gpus=64, inference_gpus=36, peak_gpus=36, trough_gpus=6,
-            jobs_per_hour=14.0, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.5,
+            jobs_per_hour=14.0, job_gpu_hours=7.0, preemption_cost_s=300, min_run_s=0.5, trainer_max_s=1800,
         ),
     },
     "estimating_a_job": {

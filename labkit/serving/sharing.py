@@ -93,6 +93,7 @@ class BackgroundTrainer:
         self.log_path = Path(self._tmp.name) / "progress.txt"
         self.output_path = Path(self._tmp.name) / "output.txt"
         self.proc: subprocess.Popen | None = None
+        self._started = 0.0  # time.monotonic() at start
 
     def start(self) -> BackgroundTrainer:
         """Start the process without waiting for its first step (start several, then enter each)."""
@@ -107,12 +108,16 @@ class BackgroundTrainer:
             self.proc = subprocess.Popen(
                 cmd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
             )
+        self._started = time.monotonic()
         return self
 
     def _exited(self, when: str) -> TrainerStopped:
         assert self.proc is not None
         code = self.proc.returncode
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        ran_s = time.monotonic() - self._started
+        if code == 0 and ran_s >= self.args["max_s"]:  # it stopped itself, as it does after max_s
+            how += f" after its max_s of {self.args['max_s']:g} s (it had been started {ran_s:.0f} s before)"
         try:
             tail = self.output_path.read_text(errors="replace").strip().splitlines()[-8:]
         except OSError:
@@ -149,8 +154,11 @@ class BackgroundTrainer:
     def _signal(self, name: str) -> None:
         if not hasattr(signal, name):
             raise RuntimeError(f"this platform has no {name}: a trainer cannot be paused here")
-        if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError("the trainer is not running")
+        if self.proc is None:
+            raise RuntimeError("the trainer was not started: call start() or enter it first")
+        if self.proc.poll() is not None:
+            verb = "paused" if name == "SIGSTOP" else "resumed"
+            raise self._exited(f"before it could be {verb}")
         os.kill(self.proc.pid, getattr(signal, name))
 
     def __exit__(self, *exc) -> None:
