@@ -107,7 +107,9 @@ def test_a_trainer_that_outlived_its_max_s_says_so_when_paused():
     reason, not a bare "not running"."""
     with sharing.BackgroundTrainer(threads=1, max_s=1, d_in=64, hidden=64, batch=32) as trainer:
         trainer.proc.wait(timeout=30)
-        with pytest.raises(errors.TrainerStopped, match=r"exited with code 0 after its max_s of 1 s .* before it could"):
+        with pytest.raises(
+            errors.TrainerStopped, match=r"exited with code 0 after its max_s of 1 s .* before it could"
+        ):
             trainer.pause()
     with pytest.raises(RuntimeError, match="was not started"):
         sharing.BackgroundTrainer(threads=1, max_s=5).resume()
