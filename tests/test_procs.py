@@ -17,8 +17,17 @@ IGNORES_SIGTERM = (
 )
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler, as a kernel or a terminal has it. A command started in the background by a
+    non-interactive shell (``make test &``, nohup) inherits SIGINT ignored, and then no interrupt arrives at all."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.processes
-def test_a_second_interrupt_while_stopping_still_ends_every_child():
+def test_a_second_interrupt_while_stopping_still_ends_every_child(ctrl_c_raises):
     children = [subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], stdout=subprocess.PIPE) for _ in range(2)]
     for child in children:
         assert child.stdout.readline() == b"ready\n"  # its SIGTERM handler is in place
