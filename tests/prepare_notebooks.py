@@ -47,7 +47,7 @@ _error = getattr(_sys, "last_value", None)  # IPython keeps the last exception a
 labkit.lab.records.write_json_atomic(
     labkit.lab.records.results_dir() / "{name}{suffix}",
     dict(notebook="{name}", profile_parameter=PROFILE, error_shown=None if _error is None else repr(_error),
-         learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start()),
+         learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start(), references_shown=lab.references_shown),
 )"""
 
 

@@ -85,3 +85,24 @@ def test_the_books_index_lists_every_notebook_in_teaching_order_and_every_link_r
     }
     assert not broken, f"links to pages that do not exist: {sorted(broken)}"
     assert not re.search(r'href="[a-z_]+\.ipynb', index + (site / "start_here.html").read_text())
+
+
+@pytest.mark.processes
+def test_a_book_page_shows_the_reference_gpu_results_shipped_for_its_notebook(tmp_path, capsys):
+    """The "On a real GPU" section, executed as the book executes it (away from the checkout's folder), shows the
+    records shipped in results/reference/ beside the learner's numbers, not "none recorded"."""
+    shipped = sorted((ROOT / "results" / "reference").glob("*/start_here.json"))
+    assert shipped, "a reference record for start_here ships with the course"
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    body = (
+        "import labkit\n"
+        'lab = labkit.start("start_here", "quick", "cpu", show=False)\n'
+        "lab.references(lambda ref: print(f\"  reference bf16 {ref['summary']['low_precision_gflops']:,.0f} GFLOP/s\"))"
+    )
+    notebook(nbdir / "start_here.ipynb", body, "Start here")
+    assert build_book.build(nbdir, tmp_path / "book", tmp_path / "src", "quick") == 0, capsys.readouterr().out
+    page = (tmp_path / "book" / "start_here.html").read_text()
+    for path in shipped:
+        assert str(path.relative_to(ROOT)) in page
+    assert "NVIDIA H200" in page and "reference bf16" in page and "No reference GPU results" not in page

@@ -110,10 +110,20 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def _is_checkout(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "notebooks").is_dir() and (folder / "labkit").is_dir()
+
+
 def project_root() -> Path | None:
-    """The checkout labkit was installed from (editable install), or None for a plain install."""
-    root = Path(__file__).resolve().parents[1]
-    return root if (root / "pyproject.toml").exists() and (root / "notebooks").is_dir() else None
+    """The checkout of the course: the one labkit is installed from (editable install), else the nearest folder at
+    or above the working directory that holds the course (a plain install run from a clone, as on Colab or Binder),
+    else None.
+    """
+    package_parent = Path(__file__).resolve().parents[2]  # labkit/lab/records.py -> the folder holding labkit/
+    if _is_checkout(package_parent):
+        return package_parent
+    here = Path.cwd().resolve()
+    return next((folder for folder in (here, *here.parents) if _is_checkout(folder)), None)
 
 
 def results_dir() -> Path:

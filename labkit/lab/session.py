@@ -52,6 +52,9 @@ class Lab:
     log: object  # a records.ResultLog
     threads: int
     cores: int = field(default_factory=usable_cores)
+    # The reference records the learner was shown (None until references() runs); the test suite checks that every
+    # record shipped for this notebook reached the page.
+    references_shown: list[str] | None = None
 
     def references(self, describe: Callable[[dict], None]) -> list[dict]:
         """Show the reference results recorded on datacenter GPUs for this notebook, one block per GPU.
@@ -60,15 +63,22 @@ class Lab:
         set beside its own numbers (``ref["summary"]`` holds the results, ``ref["card"]`` the machine).
         Returns the references (an empty list, said so, when none are recorded yet).
         """
-        from .records import card_line, load_reference
+        from .records import REFERENCE_DIRNAME, card_line, load_reference, project_root
 
         found = load_reference(self.name)
         if not found:
-            print("No reference GPU results are recorded in results/reference/ yet: every number above is from "
-                  "this machine.")  # fmt: skip
+            where = project_root()
+            print(
+                f"No reference GPU results are recorded for {self.name} in {REFERENCE_DIRNAME}/ yet: every number "
+                "above is from this machine."
+                if where is not None
+                else f"The course's {REFERENCE_DIRNAME}/ folder was not found (open the notebook from the course's "
+                "folder to see the GPU results recorded there): every number above is from this machine."
+            )
         for ref in found:
             print(f"{card_line(ref['card'])}  [{ref['source_file']}]")
             describe(ref)
+        self.references_shown = [ref["source_file"] for ref in found]
         return found
 
 
