@@ -14,7 +14,8 @@ import os
 
 import nbformat
 import pytest
-from conftest import NOTEBOOKS
+from claim_statements import unmade_claims
+from conftest import NOTEBOOKS, ROOT
 from prepare_notebooks import RUN_SUFFIX
 
 from labkit import claims
@@ -40,6 +41,13 @@ def test_notebook_ran_to_its_end_with_the_quick_parameters(path, session_started
     assert saved["card"]["profile"] == "quick"
     assert saved["summary"], "each notebook records headline results for the report"
     run_claims.extend(dict(c, notebook=path.stem) for c in saved["claims"])
+    unread = unmade_claims(path, saved["claims"], saved["card"]["device_type"])
+    assert not unread, f"tests/claim_statements.py cannot find these claims in {path.name}'s source: {unread}"
+    # What the learner saw in "On a real GPU": every reference record shipped for this notebook, none missing.
+    shipped = sorted(str(p.relative_to(ROOT)) for p in (ROOT / records.REFERENCE_DIRNAME).glob(f"*/{path.stem}.json"))
+    assert run["references_shown"] == shipped, (
+        f"{path.name} showed the reference records {run['references_shown']}; shipped are {shipped}"
+    )
     # A runaway guard, not a timing claim: three times the budget means something is wrong (in the learner's
     # notebook, or in its solved exercises after it).
     # notebook, or in its solved exercises after it). The budget is the manifest's: the quick profile on 2 CPU cores,
