@@ -1,7 +1,8 @@
 """labkit: the measurement plumbing shared by the AI Workload Lab notebooks.
 
-labkit is built in floors, each a subpackage that imports only the floors below it (a test checks):
-``core`` ← ``predict`` ← ``instruments`` ← ``claims`` ← ``workloads`` ← ``parallel``, ``serving`` ← ``lab``.
+labkit is built in floors, each a subpackage that imports only the floors below it (a test checks), lowest first:
+``core`` ← ``claims``, ``predict`` ← ``instruments`` ← ``workloads`` ← ``lab``, ``parallel``, ``serving`` (the
+README's Layout section, written from the code, lists each floor's modules and what it imports).
 Most modules' docstrings name the notebooks that use them. The most used helpers are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
 Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
@@ -33,6 +34,7 @@ from .lab.exercises import PredictionCheck, check, check_prediction
 from .lab.records import ResultLog, load_reference, machine_card
 from .lab.session import Lab, start
 from .lab.sizes import resolve_profile, settings
+from .lab.source import show_source
 from .predict.memory_model import bytes_per_parameter, state_bytes
 from .predict.scaling import fit_linear, fit_power_law
 from .workloads.models import build_model, count_parameters, torchvision_model
@@ -43,7 +45,7 @@ __version__ = "0.1.0"
 # neither matplotlib nor tqdm nor ipywidgets.
 _LAZY = {"plot_power_law": "lab.plots", "plot_roofline": "lab.plots", "progress": "lab.plots", "use_style": "lab.plots",
          "interact": "lab.widgets"}  # fmt: skip
-FLOORS = ("core", "predict", "instruments", "claims", "workloads", "parallel", "serving", "lab")  # lowest first
+FLOORS = ("core", "predict", "claims", "instruments", "workloads", "parallel", "serving", "lab")  # lowest first
 
 
 def __getattr__(name: str):
@@ -100,6 +102,7 @@ __all__ = [
     "progress",
     "resolve_profile",
     "settings",
+    "show_source",
     "start",
     "state_bytes",
     "sync",

@@ -217,3 +217,24 @@ def test_a_notebook_never_rebinds_a_name_it_imports_from_labkit(path):
                 imported |= {alias.asname or alias.name for alias in node.names}
         rebound += sorted(_bound_at_module_level(tree) & imported)
     assert not rebound, f"{path.stem} binds again names it imports from labkit: {rebound}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_source_a_lesson_shows_holds_the_lines_its_text_quotes(path):
+    """A cell that prints a mechanism's code (``labkit.show_source(fn, "quoted line", ...)``) names the lines the
+    text points at; each must be quoted in the markdown just before the cell (show_source itself fails the run when
+    the printed code lacks them), so text, quote and printed code cannot drift apart."""
+    cells = _load(path).cells
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code" or "show_source(" not in cell.source:
+            continue
+        call = next(
+            node
+            for node in ast.walk(ast.parse(cell.source))
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "show_source"
+        )
+        quoted = [arg.value for arg in call.args[1:] if isinstance(arg, ast.Constant)]
+        assert quoted and len(quoted) == len(call.args) - 1, f"{path.stem}[{i}]: quote the lines as plain strings"
+        text = next(cells[j].source for j in range(i - 1, -1, -1) if cells[j].cell_type == "markdown")
+        for line in quoted:
+            assert f"`{line}`" in text, f"{path.stem}[{i}]: the text before the cell does not quote `{line}`"

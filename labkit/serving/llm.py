@@ -560,12 +560,16 @@ class Engine:
             valid.append(req)
         held_before = set(self.cache.tables)
         try:
-            return self._serve(valid, records, order, clock)
+            return self.schedule(valid, records, order, clock)
         finally:  # an error mid-run (the model, a cache bug, an interrupt) must not leave sequences in the cache
             for seq in set(self.cache.tables) - held_before:
                 self.cache.release(seq)
 
-    def _serve(self, requests: list[Request], records: dict, order: list[RequestRecord], clock) -> ServingRun:
+    def schedule(self, requests: list[Request], records: dict, order: list[RequestRecord], clock) -> ServingRun:
+        """The scheduler loop: each pass admits, pre-empts, prefills and runs one decode step for every running request.
+
+        Taught in notebook `serving_llms`, which prints it. Called by :meth:`serve` with the requests it checked.
+        """
         by_id = {r.rid: r for r in requests}
         pending = deque(sorted(requests, key=lambda r: r.arrival_s))
         waiting: deque[Request] = deque()
