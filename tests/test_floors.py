@@ -6,11 +6,14 @@ import re
 from pathlib import Path
 
 import pytest
+import render_layout
 
 import labkit
 
 ROOT = Path(__file__).resolve().parents[1] / "labkit"
-LEVEL = {"core": 0, "predict": 1, "instruments": 2, "claims": 3, "workloads": 4, "parallel": 5, "serving": 5, "lab": 6}
+# The rule: a floor imports only floors of a lower level. It is exactly the code's order (each floor one above the
+# highest it imports; test below), so the order the docs state is neither stricter nor looser than the code.
+LEVEL = {"core": 0, "predict": 1, "claims": 1, "instruments": 2, "workloads": 3, "parallel": 4, "serving": 4, "lab": 4}
 MODULES = sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT)
 
 
@@ -93,3 +96,13 @@ def test_no_module_imports_round_a_loop():
     for m in sorted(graph):
         visit(m)
     assert len(done) > 40  # the walk saw the package's modules
+
+
+def test_the_rule_is_the_codes_order_and_the_docs_state_it(root):
+    assert render_layout.levels(ROOT) == LEVEL
+    order = render_layout.order_text(ROOT).replace("`", "")
+    assert order == "core ← claims, predict ← instruments ← workloads ← lab, parallel, serving"
+    for stated in ("CONTRIBUTING.md", "labkit/__init__.py", "README.md"):
+        assert order in (root / stated).read_text().replace("`", "").replace("\n", " "), (
+            f"{stated} states another order"
+        )

@@ -2,6 +2,9 @@
 docs/running_times.json (tools/render_docs.py), never typed by hand: how they are summed up, rounded and recorded."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import render_docs
@@ -81,3 +84,33 @@ def test_recording_from_a_folder_without_run_records_is_a_clear_error(tmp_path):
     (tmp_path / render_docs.TIMES).write_text(json.dumps(_times({})))
     with pytest.raises(SystemExit, match="no notebook's run record"):
         render_docs.record_times(tmp_path, tmp_path, "quick")
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("tool", ["render_docs.py", "refresh_notebooks.py", "build_book.py", "gpu_acceptance.py"])
+def test_a_tool_imports_its_own_checkouts_labkit_or_stops_loudly(tool, root, tmp_path):
+    """Another checkout's labkit first on the path (a decoy that would render nothing) is never used; a caller that
+    already imported it gets a clear stop naming both, not a silent run on the wrong manifest."""
+    decoy = tmp_path / "other-checkout" / "labkit"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("NOTEBOOKS = []\n")
+    (decoy / "lab").mkdir()
+    (decoy / "lab" / "__init__.py").write_text("raise ImportError('the decoy labkit was imported')\n")
+    env = dict(os.environ, PYTHONPATH=str(decoy.parent))
+    ran = subprocess.run([sys.executable, f"tools/{tool}", "--help"], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert "decoy" not in ran.stderr, ran.stderr[-2000:]
+    preloaded = (
+        f"import sys, runpy; sys.path[:0] = [{str(decoy.parent)!r}, 'tools']; import labkit; "
+        f"sys.argv = ['{tool}', '--help']; runpy.run_path('tools/{tool}', run_name='__main__')"
+    )
+    stopped = subprocess.run([sys.executable, "-c", preloaded], cwd=root, env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+    assert stopped.returncode != 0
+    assert "this tool belongs to the checkout" in stopped.stderr and str(decoy.parent) in stopped.stderr
+
+
+def test_render_docs_refuses_a_manifest_that_does_not_match_the_notebooks(monkeypatch, root):
+    monkeypatch.setattr(manifest, "NOTEBOOKS", manifest.NOTEBOOKS[:-1])
+    with pytest.raises(SystemExit, match="nothing would be rendered right"):
+        render_docs.rendered(root)

@@ -34,8 +34,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
+import own_checkout  # noqa: E402, F401  (before labkit: this checkout's labkit, or a clear stop)
+
+# isort: split
 from labkit.claims.verdicts import CONTRADICTED, HOLDS, UNDECIDED  # noqa: E402
 from labkit.lab import manifest  # noqa: E402
 from labkit.lab.records import card_line  # noqa: E402

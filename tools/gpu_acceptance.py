@@ -22,8 +22,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+sys.path[:0] = [str(ROOT / "tools")]
 
+import own_checkout  # noqa: E402, F401  (before labkit: this checkout's labkit, or a clear stop)
+
+# isort: split
 from record_reference import VERDICTS, run_notebooks  # noqa: E402
 
 from labkit.lab import manifest  # noqa: E402

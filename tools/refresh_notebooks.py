@@ -13,7 +13,9 @@ import tempfile
 from pathlib import Path
 
 import nbformat
+import own_checkout  # noqa: F401  (before labkit: this checkout's labkit, or a clear stop)
 
+# isort: split
 from labkit.lab import manifest
 from labkit.lab.report import run_notebook
 

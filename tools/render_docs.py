@@ -24,6 +24,10 @@ import sys
 from pathlib import Path
 
 import nbformat
+import own_checkout  # noqa: F401  (before labkit: this checkout's labkit, or a clear stop)
+
+# isort: split
+import render_layout
 
 from labkit.lab import manifest
 
@@ -35,7 +39,9 @@ NUMBERS = (
 # The opening cell's stated quick time, as it is stored in the notebook's JSON (one line of the cell's source).
 STATED_TIME = re.compile(r"(\*\*Time:\*\* )(?:about \d+ seconds|under a minute)( to run in the quick profile)")
 TIMES = Path("docs") / "running_times.json"
-BEGIN = "<!-- begin {name}: written by tools/render_docs.py from labkit/lab/manifest.py; edit there, not here -->"
+BEGIN = "<!-- begin {name}: written by tools/render_docs.py from {source}; edit there, not here -->"
+MANIFEST = "labkit/lab/manifest.py"
+LAYOUT_SOURCE = "the modules' docstrings and imports"
 END = "<!-- end {name} -->"
 
 
@@ -142,9 +148,9 @@ def guide_goals(notebooks: Path) -> str:
     return "\n\n".join(parts)
 
 
-def fill(text: str, name: str, body: str, where: str) -> str:
+def fill(text: str, name: str, body: str, where: str, source: str = MANIFEST) -> str:
     """``text`` with the generated region ``name`` replaced by ``body``."""
-    begin, end = BEGIN.format(name=name), END.format(name=name)
+    begin, end = BEGIN.format(name=name, source=source), END.format(name=name)
     pattern = re.compile(re.escape(begin) + r"\n.*?\n" + re.escape(end), re.S)
     if len(pattern.findall(text)) != 1:
         raise SystemExit(f"{where}: needs exactly one region\n{begin}\n...\n{end}")
@@ -153,17 +159,28 @@ def fill(text: str, name: str, body: str, where: str) -> str:
 
 def rendered(root: Path) -> dict[Path, str]:
     """What README.md and docs/instructor.md should hold, from the manifest, the notebooks and the times."""
+    on_disk = sorted(p.name for p in (root / "notebooks").glob("*.ipynb"))
+    listed = sorted(nb.file for nb in manifest.NOTEBOOKS)
+    if not listed or on_disk != listed:
+        raise SystemExit(
+            f"the manifest labkit was imported with ({manifest.__file__}) lists {listed or 'no notebooks'}; "
+            f"{root / 'notebooks'} holds {on_disk}: nothing would be rendered right"
+        )
     times = json.loads((root / TIMES).read_text())
     readme, guide = root / "README.md", root / "docs" / "instructor.md"
     text = fill(readme.read_text(), "map", readme_map(times), "README.md")
-    out = {readme: fill(text, "quick times", quick_summary(times, readme=True), "README.md")}
+    text = fill(text, "quick times", quick_summary(times, readme=True), "README.md")
+    out = {readme: fill(text, "layout", render_layout.readme_block(root / "labkit"), "README.md", LAYOUT_SOURCE)}
+    for floor in render_layout.floors(root / "labkit"):
+        init = root / "labkit" / floor / "__init__.py"
+        out[init] = render_layout.with_docstring(init, render_layout.floor_docstring(root / "labkit", floor))
     text = fill(guide.read_text(), "running times", times_table(times), "docs/instructor.md")
     text = fill(text, "quick times", quick_summary(times, readme=False), "docs/instructor.md")
     out[guide] = fill(text, "goals", guide_goals(root / "notebooks"), "docs/instructor.md")
     for nb in manifest.NOTEBOOKS:
         seconds = times["quick"]["seconds"].get(nb.slug)
         path = root / "notebooks" / nb.file
-        if seconds is not None and path.exists():
+        if seconds is not None:
             out[path] = stated_time(path.read_text(), stated_seconds(seconds), path.name)
     return out
 

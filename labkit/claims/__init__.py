@@ -1,10 +1,10 @@
 """Timing claims decided as statistics: **holds**, **contradicted** or **undecided** (every notebook).
 
-Three modules: :mod:`.statements` writes a claim as a value (a sentence, a condition on a quantity, a
-prediction) before anything is measured; :mod:`.rounds` measures the variants in interleaved rounds and
-:func:`decide` decides claims on them; :mod:`.verdicts` holds the statistics (bootstrap intervals, the three
-verdicts, strict mode). Their public names are here: ``labkit.claims.Claim``, ``labkit.claims.decide``,
-``labkit.claims.ratio``, ...
+Imports core. Its modules (this part is written by tools/render_docs.py):
+
+rounds: Deciding claims on measurements: the variants timed in interleaved rounds, then judged (every notebook).
+statements: What a timing claim says, written as a value before anything is measured (every notebook).
+verdicts: Verdicts on timing claims: the statistics behind :mod:`labkit.claims` (every notebook).
 """
 
 from ..core.errors import ClaimContradicted, MeasurementError

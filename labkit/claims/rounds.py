@@ -1,4 +1,4 @@
-"""Timing claims decided as statistics: **holds**, **contradicted** or **undecided** (every notebook).
+"""Deciding claims on measurements: the variants timed in interleaved rounds, then judged (every notebook).
 
 A claim such as "a training step costs more than 1.5 forward passes" is a statement about two
 distributions of times on a machine that is never quiet. :func:`decide` decides it the way careful

@@ -1,6 +1,16 @@
 """The notebooks' harness, the top floor: nothing below imports it.
 
-manifest (the notebooks in teaching order), sizes (each notebook's quick and full sizes), session (labkit.start),
-records (the result log and machine card), plots, widgets, exercises (the checkers) and answers (the key), report,
-doctor.
+Imports core, claims, predict, instruments, workloads. Its modules (this part is written by tools/render_docs.py):
+
+answers: The answer key of every checked exercise, computed from the question's own numbers (the back of the book).
+doctor: ``python -m labkit doctor``: the pre-flight check for a learner's or an attendee's machine.
+exercises: Exercise checkers: every exercise cell runs, solved or not.
+manifest: The notebooks, in teaching order: one entry each, the one place that knows their order (every notebook).
+plots: One plotting style for the whole suite, and the progress bar used by every sweep.
+records: Records: the hardware + software card stamped on every result, and results saved as JSON.
+report: ``make report``: execute every notebook headless with papermill and write one HTML report.
+session: One visible set-up call per notebook: ``lab = labkit.start("batch_size", PROFILE, DEVICE)``.
+sizes: Experiment sizes: the quick and full sizes of every notebook, in one place (the profile picks which).
+source: Showing a mechanism's code in a lesson, checked against what the lesson's text says about it.
+widgets: Interactive controls that also run headless (notebooks `start_here`, `inference_vs_training`, `memory`).
 """
