@@ -1,5 +1,6 @@
 import pytest
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 
 from labkit.instruments import max_batch, memory
@@ -361,3 +362,51 @@ def test_a_layout_divides_activations_by_the_tensor_degree_only():
     assert no_sp["activations"] == 4096 * ((4 + 14 / 4) * 4096 * 32 + 2 * 32000 / 4) * 2
     assert no_sp["activations"] > 1.6 * split["activations"]  # 7.5 of 18 values, not 4.5
     assert "no sequence parallelism" in str(memory_model.ParallelLayout(tensor=2, sequence_parallel=False))
+
+
+def _tensor_bytes(state) -> int:
+    """Bytes of every tensor in a (nested) state dict, Adam's step counters aside: what a checkpoint writes."""
+    if isinstance(state, dict):
+        return sum(_tensor_bytes(v) for k, v in state.items() if k != "step")
+    if isinstance(state, list | tuple):
+        return sum(_tensor_bytes(v) for v in state)
+    if isinstance(state, torch.Tensor):
+        return (state.to_local() if hasattr(state, "to_local") else state).nbytes
+    return 0
+
+
+def test_a_checkpoint_saves_14_bytes_beside_a_master_copy_and_12_under_fsdp2():
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from labkit.workloads import precision
+
+    per = memory_model.checkpoint_bytes_per_parameter
+    assert per("fp32 adam") == 4 + 8
+    assert per("mixed adam") == 2 + 4 + 4 + 4  # Megatron-LM, DeepSpeed ZeRO: 16-bit weights + fp32 master + moments
+    assert per("mixed adam, fp32 params") == 4 + 4 + 4  # FSDP2: the fp32 sharded weights are the master copy
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    # a 16-bit model and an optimizer holding the fp32 master copy (labkit's MixedPrecisionAdam, Megatron's layout)
+    low = models.MLP(16, 32, 1, 4).to(torch.bfloat16)
+    n = models.count_parameters(low)
+    opt = precision.MixedPrecisionAdam(low.parameters())
+    nn.functional.cross_entropy(low(x.to(torch.bfloat16)), y).backward()
+    opt.step()
+    assert _tensor_bytes(low.state_dict()) + _tensor_bytes(opt.state_dict()) == per("mixed adam") * n
+
+    # FSDP2 with bf16 compute, on a one-rank process group: its parameters, state dict and gradients stay fp32
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        model = models.MLP(16, 32, 1, 4)
+        fully_shard(model, mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16))
+        adam = torch.optim.Adam(model.parameters())
+        logits = model(x)
+        assert logits.dtype == torch.bfloat16  # computed in bf16
+        nn.functional.cross_entropy(logits.float(), y).backward()
+        adam.step()
+        assert all(p.dtype == p.grad.dtype == torch.float32 for p in model.parameters())
+        model_state, optim_state = get_state_dict(model, adam)
+        assert _tensor_bytes(model_state) + _tensor_bytes(optim_state) == per("mixed adam, fp32 params") * n
+    finally:
+        dist.destroy_process_group()

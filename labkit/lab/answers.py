@@ -62,6 +62,12 @@ def _state_gb(params: float, recipe: str, unit: float) -> float:
     return params * bytes_per_parameter(recipe).total / unit
 
 
+def _checkpoint_gb(params: float, recipe: str) -> float:
+    from ..predict.memory_model import checkpoint_bytes_per_parameter
+
+    return params * checkpoint_bytes_per_parameter(recipe) / 1e9
+
+
 def _zero_gb(params: float, stage: int, data: int) -> float:
     from ..predict.memory_model import ParallelLayout, sharded_state_bytes
 
@@ -178,7 +184,10 @@ KEY: dict[str, Answer] = {
     "sharding.3": Answer(
         lambda: 2 + 2, "one per block forward (attention, MLP), one per block's input gradient backward"
     ),
-    "checkpoints.1": Answer(lambda: 13e9 * (2 + 12) / 1e9, "16-bit weights and 12 bytes of state, no gradients"),
+    "checkpoints.1": Answer(
+        lambda: _checkpoint_gb(13e9, "mixed adam"),
+        "Megatron-LM's layout: the 16-bit weights beside 12 bytes of fp32 state (master copy, two moments); no gradients",
+    ),
     "checkpoints.2": Answer(lambda: math.sqrt(2 * 60 * 6 * 3600) / 60, "τ = √(2·C·M), in minutes"),
     "checkpoints.3": Answer(
         lambda killed_after, every: (killed_after + 1) % every,

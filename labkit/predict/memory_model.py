@@ -1,5 +1,6 @@
-"""Memory from first principles (notebooks `memory`, `batch_size`, `latency_throughput` and `estimating_a_job`): bytes of state per parameter for each training
-recipe, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
+"""Memory from first principles (notebooks `memory`, `batch_size`, `latency_throughput`, `checkpoints` and
+`estimating_a_job`): bytes of state per parameter for each training recipe and what a checkpoint of it saves, a
+transformer's training memory, a decoder's KV cache, and whether it fits a GPU. Pure arithmetic;
 :mod:`labkit.instruments.memory` measures, and re-exports these.
 """
 
@@ -24,9 +25,16 @@ class StateBytes(Result):
         return self.parameters + self.gradients + self.optimizer
 
 
-# Bytes per parameter. Mixed precision keeps bf16/fp16 weights and gradients plus an fp32 master
-# copy and fp32 Adam moments (2 + 2 + 4 + 4 + 4 = 16, the same as plain fp32 Adam: mixed precision
-# saves activation memory and time, not state). int8 ignores the small per-channel scales.
+# Bytes per parameter. Mixed precision comes in two layouts, 16 bytes of state either way (the same as plain fp32
+# Adam: mixed precision saves activation memory and time, not state):
+# - "mixed adam": the model's own weights and gradients are bf16/fp16 and the optimizer keeps an fp32 master copy
+#   beside its fp32 moments, 2 + 2 + 4 + 4 + 4 (Rajbhandari et al., 2020, section 3.1; Megatron-LM's
+#   Float16OptimizerWithFloat16Params, DeepSpeed ZeRO's fp32 partitions, labkit's MixedPrecisionAdam);
+# - "mixed adam, fp32 params": the model's own (sharded) weights stay fp32 and serve as the master copy; 16-bit
+#   copies exist only while a layer computes, and its gradients come back in fp32: 4 + 4 + 8. PyTorch's FSDP2
+#   (``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16)``: "the optimizer step uses the sharded
+#   parameter in the original dtype", torch/distributed/fsdp/_fully_shard/_fsdp_api.py).
+# int8 ignores the small per-channel scales.
 RECIPES: dict[str, StateBytes] = {
     "fp32 inference": StateBytes(4, 0, 0),
     "bf16 inference": StateBytes(2, 0, 0),
@@ -36,13 +44,15 @@ RECIPES: dict[str, StateBytes] = {
     "fp32 sgd-momentum": StateBytes(4, 4, 4),
     "fp32 adam": StateBytes(4, 4, 8),
     "mixed adam": StateBytes(2, 2, 12),
+    "mixed adam, fp32 params": StateBytes(4, 4, 8),
 }
 
 
 def bytes_per_parameter(recipe: str) -> StateBytes:
-    """State bytes per parameter for a recipe such as ``"fp32 adam"``.
+    """State bytes per parameter for a recipe such as ``"fp32 adam"`` (:data:`RECIPES` says where each comes from).
 
-    Taught in notebook `checkpoints`; notebooks `inference_vs_training` and `memory` reach it through state_bytes.
+    Notebooks `inference_vs_training` and `memory` reach it through state_bytes, notebook `checkpoints` through
+    checkpoint_bytes_per_parameter.
     """
     if not isinstance(recipe, str):
         raise TypeError(f"recipe must be a string, one of: {', '.join(RECIPES)}; got {recipe!r}")
@@ -50,6 +60,22 @@ def bytes_per_parameter(recipe: str) -> StateBytes:
     if key not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; allowed: {', '.join(RECIPES)}")
     return RECIPES[key]
+
+
+def checkpoint_bytes_per_parameter(recipe: str) -> float:
+    """Bytes per parameter that a checkpoint saves to resume training: the weights as the model holds them and the
+    optimizer's state. Gradients are not saved (the next step computes them afresh). Taught in notebook `checkpoints`.
+
+    - ``"fp32 adam"``: 4 + 8 = 12;
+    - ``"mixed adam"``, a 16-bit model beside an fp32 master copy: the model's 2 plus the optimizer's master copy
+      and two moments, 4 + 4 + 4, so 14. Megatron-LM saves the model's 16-bit weights and the state of its
+      ``Float16OptimizerWithFloat16Params`` (``fp32_from_fp16_params`` and Adam's moments); DeepSpeed ZeRO saves the
+      16-bit module and each rank's fp32 partition of master weights and moments;
+    - ``"mixed adam, fp32 params"``, PyTorch's FSDP2 with a ``MixedPrecisionPolicy``: the fp32 sharded parameters are
+      the model's own and the master copy at once (bf16 only for compute), so 4 + 4 + 4 = 12.
+    """
+    per = bytes_per_parameter(recipe)
+    return per.parameters + per.optimizer
 
 
 def state_bytes(n_params: int, recipe: str, n_trainable: int | None = None) -> dict[str, int]:
