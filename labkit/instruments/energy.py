@@ -4,8 +4,11 @@ Taught in notebook `estimating_a_job`.
 
 - On Linux, Intel and AMD CPUs expose RAPL ("running average power limit") energy counters under
   ``/sys/class/powercap`` (``intel-rapl:N/energy_uj``, microjoules, wrapping at ``max_energy_range_uj``): a package
-  counter covers the whole processor, so whatever else runs on it is counted too. Reading it often needs root;
-  virtual machines usually hide it.
+  counter covers the whole processor (its cores and uncore), so whatever else runs on it is counted too. The memory
+  modules are a domain of their own, outside the package: servers expose it as a sub-zone named ``dram``
+  (``intel-rapl:N:M``), which :func:`rapl_counters` adds where it is present (Intel SDM vol. 3B, "RAPL Interfaces":
+  the package, PP0/PP1 and DRAM domains; the Linux powercap documentation). Reading them often needs root; virtual
+  machines usually hide them.
 - On an NVIDIA GPU, NVML's ``nvmlDeviceGetTotalEnergyConsumption`` counts millijoules since the driver loaded
   (Volta and later), through the ``pynvml`` module of ``nvidia-ml-py`` where it is installed.
 - Where neither is readable, :func:`measure_energy` multiplies the measured seconds by ``assumed_watts`` and says
@@ -28,20 +31,44 @@ from ..core.result import Result
 RAPL_ROOT = "/sys/class/powercap"
 
 
-def rapl_packages(root: str | Path = RAPL_ROOT) -> dict[str, tuple[Path, int]]:
-    """Readable RAPL package counters: {name: (energy_uj file, wrap-around range in µJ)}; empty where none are."""
-    found = {}
+def rapl_counters(root: str | Path = RAPL_ROOT) -> dict[str, tuple[Path, int]]:
+    """Readable RAPL counters to add up: {name: (energy_uj file, wrap-around range in µJ)}; empty where none are.
+
+    Each package (``intel-rapl:N``, named ``package-N``) and, where the machine exposes one, its DRAM sub-zone (named
+    ``dram``, listed as ``package-N dram``): the memory modules' energy is not part of the package's. The package's
+    other sub-zones (``core``, ``uncore``) are parts of it and are skipped, and so is a ``psys`` zone (client
+    platforms), which covers the whole platform, the package included: adding either would count joules twice.
+    """
+    zones = {}
     for zone in sorted(Path(root).glob("intel-rapl:[0-9]*")):
-        if ":" in zone.name.split("intel-rapl:", 1)[1]:
-            continue  # a sub-zone (core, uncore, dram) of a package: the package already counts it
         try:
             (zone / "energy_uj").read_text()
             name = (zone / "name").read_text().strip()
             wrap = int((zone / "max_energy_range_uj").read_text())
         except (OSError, ValueError):
             continue
-        found[name] = (zone / "energy_uj", wrap)
+        zones[zone.name] = (name, zone / "energy_uj", wrap)
+    found = {}
+    for zone_id, (name, path, wrap) in zones.items():
+        parent = zone_id.rsplit(":", 1)[0]
+        if parent == "intel-rapl":  # a top-level zone: a package, or psys
+            if name != "psys":
+                found[name] = (path, wrap)
+        elif name == "dram":  # a package's sub-zone: only DRAM lies outside the package
+            found[f"{zones[parent][0] if parent in zones else parent} dram"] = (path, wrap)
     return found
+
+
+def _coverage(counters: dict[str, tuple[Path, int]]) -> str:
+    """What :func:`rapl_counters`' counters cover, for the record's source: the packages, with or without DRAM."""
+    drams = sum(name.endswith("dram") for name in counters)
+    packages = len(counters) - drams
+    what = "whole package" if packages == 1 else f"{packages} whole packages"
+    if drams == 0:
+        return f"{what}, without DRAM: this machine exposes no DRAM counter"
+    if drams < packages:
+        return f"{what}, and the DRAM of {drams} of them (the others expose no DRAM counter)"
+    return f"{what} and DRAM"
 
 
 def _read_rapl(counters: dict[str, tuple[Path, int]]) -> dict[str, int]:
@@ -100,7 +127,8 @@ def measure_energy(
 ) -> EnergyRecord:
     """Call ``fn(*args)`` repeatedly for at least ``min_run_s`` and return the energy it took, per call.
 
-    Taught in notebook `estimating_a_job`. On a CPU the RAPL package counters are read before and after, on a GPU
+    Taught in notebook `estimating_a_job`. On a CPU the RAPL counters of :func:`rapl_counters` (the packages, and
+    their DRAM where exposed: the source says which) are read before and after, on a GPU
     NVML's energy counter; a long enough run spans many counter updates (RAPL's every millisecond or so, NVML's
     about every 100 ms). Where no counter can be read the energy is ``assumed_watts`` × seconds, and the record
     says it is an estimate; with no counter and no ``assumed_watts`` it is an error that says which to give.
@@ -112,7 +140,7 @@ def measure_energy(
         checks.positive("assumed_watts", assumed_watts)
     device = torch.device(device)
     label = label or str(getattr(fn, "__name__", "fn"))
-    rapl = rapl_packages(rapl_root) if device.type == "cpu" else {}
+    rapl = rapl_counters(rapl_root) if device.type == "cpu" else {}
     nvml = _nvml_energy_mj(device) if device.type == "cuda" else None
     if not rapl and nvml is None and assumed_watts is None:
         where = "RAPL (/sys/class/powercap)" if device.type == "cpu" else "NVML (pip install nvidia-ml-py)"
@@ -136,7 +164,7 @@ def measure_energy(
     if rapl:
         after = _read_rapl(rapl)
         joules = sum((after[n] - before_rapl[n]) % rapl[n][1] for n in rapl) / 1e6  # each wraps at its range
-        return EnergyRecord(label, joules, seconds, calls, True, f"RAPL counters {', '.join(rapl)} (whole package)")
+        return EnergyRecord(label, joules, seconds, calls, True, f"RAPL counters {', '.join(rapl)} ({_coverage(rapl)})")
     if nvml:
         return EnergyRecord(label, (nvml() - before_nvml) / 1e3, seconds, calls, True, "NVML total energy (whole GPU)")
     assert assumed_watts is not None
