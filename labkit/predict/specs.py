@@ -121,7 +121,9 @@ def datasheet_for(device_name: str) -> Datasheet | None:
 # H200 this project recorded reports 139.8 GiB, 150.1e9 bytes: results/reference/nvidia-h200). Reading "141 GB" as
 # 141e9 bytes would lose 9 GB. Where a device's reported figure is recorded it is used; otherwise the datasheet
 # figure is read as GiB, an upper bound. Sources: the vendors' datasheets (NVIDIA A100, H100, H100 NVL, GH200,
-# H200, HGX B200 (1,440 GB for 8 GPUs) and HGX B300 (2.3 TB for 8); AMD Instinct MI300X and MI325X).
+# H200, HGX B200 (1,440 GB for 8 GPUs) and HGX B300 (2.3 TB for 8); AMD Instinct MI300X and MI325X). The B200 rows
+# here are the HGX part: the same chip in a GB200 NVL72 rack has 186 GB (13.4 TB for 72 GPUs, NVIDIA's GB200 NVL72
+# specifications; "GB200-186GB" in NVIDIA's MLPerf system names).
 GPU_MEMORY_GIB: dict[str, float] = {
     "24 GiB (RTX 4090, L4)": 24,
     "48 GiB (L40S, RTX 6000 Ada)": 48,
