@@ -332,3 +332,24 @@ def test_contradiction_needs_five_rounds_and_the_99_percent_interval():
     margin = (high95 + high99) / 2
     assert claims.judge(noisy, stat("x"), (">", margin))[0] == claims.UNDECIDED
     assert claims.judge(noisy, stat("x"), (">", high99 * 1.01))[0] == claims.CONTRADICTED
+
+
+def test_verdicts_render_as_tables():
+    import json
+
+    from labkit.lab.records import ResultLog
+
+    fast, slow = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], [3.0, 3.1, 2.9, 3.0, 3.05, 2.95]
+    claim = claims.Claim("slow is slower (slow / fast)", claims.ratio("slow", "fast") > 2, prediction="3")
+    log = ResultLog("t", {})
+    verdict = claims.decide(claim, {"fast": fast, "slow": slow}, log=log, show=False)
+    assert verdict.verdict is claims.Outcome.HOLDS and verdict.verdict == "holds"
+    shown = verdict.table({"ms": lambda name, s: 1e3 * s, "predicted": {"fast": 1, "slow": 3}}, rows=["slow", "fast"])
+    assert list(shown.index) == ["slow", "fast"] and shown.index.name == "variant"
+    assert shown.loc["fast", "predicted"] == 1 and shown.loc["slow", "ms"] == round(1e3 * verdict.stats["slow"], 3)
+    with pytest.raises(KeyError, match="were not measured"):
+        verdict.table({"ms": lambda name, s: s}, rows=["medium"])
+    recorded = json.loads(json.dumps(log.claims))  # as the record file holds them
+    for frame in (claims.table([verdict]), claims.table(recorded)):
+        assert frame.loc[0, "claim"] == "slow is slower (slow / fast)" and frame.loc[0, "verdict"] == "holds"
+        assert frame.loc[0, "measured"] == f"{verdict.estimate:.3g}" and frame.loc[0, "predicted"] == "3"

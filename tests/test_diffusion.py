@@ -122,7 +122,7 @@ def test_both_profiles_pair_each_image_with_a_video_of_the_same_tokens():
     from labkit.lab.sizes import SIZES
 
     for profile, sizes in SIZES["generating_images"].items():
-        for side in sizes["image_sides"]:
-            assert (side // sizes["frame_side"]) ** 2 in sizes["frames"], (profile, side)
-        diffusion.DiTConfig(width=sizes["width"], depth=sizes["depth"], heads=sizes["heads"])
-        diffusion.LatentDecoder(sizes["decoder_widths"])
+        for side in sizes.image_sides:
+            assert (side // sizes.frame_side) ** 2 in sizes.frames, (profile, side)
+        diffusion.DiTConfig(width=sizes.width, depth=sizes.depth, heads=sizes.heads)
+        diffusion.LatentDecoder(sizes.decoder_widths)

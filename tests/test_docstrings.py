@@ -40,8 +40,10 @@ def _module(path: Path) -> str:
 def _public_helpers():
     for path in sorted((ROOT / "labkit").rglob("*.py")):
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_"):
-                yield _module(path), node
+            if not isinstance(node, ast.FunctionDef | ast.ClassDef) or node.name.startswith("_"):
+                continue
+            if not any(getattr(d, "id", getattr(d, "attr", "")) == "overload" for d in node.decorator_list):
+                yield _module(path), node  # an @overload stub is documented by the function it declares
 
 
 NOTEBOOKS = _notebook_code()

@@ -1,6 +1,7 @@
 """Every notebook keeps the skeleton: parameters cell, prediction, takeaways, exercises with checkers."""
 
 import ast
+import dataclasses
 import re
 
 import nbformat
@@ -9,7 +10,7 @@ import render_docs
 from conftest import NOTEBOOKS
 from solutions import exercises, solution_code
 
-from labkit.lab import answers, manifest
+from labkit.lab import answers, manifest, sizes
 from labkit.lab.sizes import SIZES
 
 
@@ -238,3 +239,18 @@ def test_source_a_lesson_shows_holds_the_lines_its_text_quotes(path):
         text = next(cells[j].source for j in range(i - 1, -1, -1) if cells[j].cell_type == "markdown")
         for line in quoted:
             assert f"`{line}`" in text, f"{path.stem}[{i}]: the text before the cell does not quote `{line}`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_size_a_notebook_reads_is_a_field_of_its_sizes(path):
+    """``cfg.<name>`` (and ``lab.cfg.<name>``) in a notebook's code, its solutions included, names a field of its
+    sizes class, so a misspelt size fails here rather than as an AttributeError in the middle of a lesson."""
+    fields = {f.name for f in dataclasses.fields(sizes.settings(path.stem, "quick"))}
+    nb = _load(path)
+    code = (
+        "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        + "\n"
+        + "\n".join(solution_code(nb.cells[stub].source, nb.cells[k].source) for stub, _, k in exercises(nb))
+    )
+    read = {m.group(1) for m in re.finditer(r"\bcfg\.([A-Za-z_]\w*)", code)}
+    assert read <= fields, f"{path.stem} reads sizes its class lacks: {sorted(read - fields)}"

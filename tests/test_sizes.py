@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from labkit.lab import sizes
@@ -62,4 +64,15 @@ def test_every_sized_notebook_exists_and_has_both_profiles(root):
     for notebook, by_profile in sizes.SIZES.items():
         assert notebook in names, f"sizes.SIZES names {notebook}, which is not in notebooks/"
         assert set(by_profile) == {"quick", "full"}
-        assert set(by_profile["quick"]) == set(by_profile["full"]), f"{notebook}: quick and full set different knobs"
+        assert type(by_profile["quick"]) is type(by_profile["full"]), f"{notebook}: quick and full are one class"
+        assert dataclasses.is_dataclass(by_profile["quick"]) and type(by_profile["quick"]).__dataclass_params__.frozen
+
+
+def test_sizes_are_typed_and_frozen():
+    cfg = sizes.settings("batch_size", "quick")
+    assert (cfg.notebook, cfg.profile) == ("batch_size", "quick")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.batches = [1]  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="batchs"):
+        cfg.batchs  # noqa: B018
+    assert sizes.settings("start_here", "full").matmul_n == 4096

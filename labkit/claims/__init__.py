@@ -16,6 +16,7 @@ from .statements import (
     Claim,
     Condition,
     Expectation,
+    Outcome,
     Quantity,
     constant,
     exponent,
@@ -24,7 +25,7 @@ from .statements import (
     ratio,
     stat,
 )
-from .verdicts import CLAIMS_ENV, Verdict, judge, noisy_run, report, strict
+from .verdicts import CLAIMS_ENV, ClaimLog, Verdict, judge, noisy_run, report, strict, table
 
 __all__ = [
     "CLAIMS_ENV",
@@ -32,10 +33,12 @@ __all__ = [
     "HOLDS",
     "UNDECIDED",
     "Claim",
+    "ClaimLog",
     "ClaimContradicted",
     "Condition",
     "Expectation",
     "MeasurementError",
+    "Outcome",
     "Quantity",
     "Verdict",
     "block_timer",
@@ -52,4 +55,5 @@ __all__ = [
     "rotated",
     "stat",
     "strict",
+    "table",
 ]

@@ -30,7 +30,7 @@ import math
 import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ from ..core import device as _device
 from ..core.device import sync
 from ..core.errors import MeasurementError
 from .statements import UNDECIDED, Claim
-from .verdicts import Verdict, _better, _verdict, judge, report
+from .verdicts import ClaimLog, Verdict, _better, _verdict, judge, report
 
 
 def block_timer(
@@ -95,14 +95,15 @@ _DEFAULTS: dict[str, Any] = dict(
 )
 
 
+@overload
 def decide(
-    claims: Claim | Sequence[Claim],
+    claims: Claim,
     measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
     *,
     better: str | Mapping[str, str] | None = None,
     quantile: float = 0.25,
     confidence: float | None = None,
-    log=None,
+    log: ClaimLog | None = None,
     show: bool = True,
     timed: bool | None = None,
     device: torch.device | str | None = None,
@@ -112,7 +113,48 @@ def decide(
     min_rounds: int | None = None,
     max_rounds: int | None = None,
     budget_s: float | None = None,
-) -> Any:
+) -> Verdict: ...
+
+
+@overload
+def decide(
+    claims: Sequence[Claim],
+    measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
+    *,
+    better: str | Mapping[str, str] | None = None,
+    quantile: float = 0.25,
+    confidence: float | None = None,
+    log: ClaimLog | None = None,
+    show: bool = True,
+    timed: bool | None = None,
+    device: torch.device | str | None = None,
+    threads: int | None = None,
+    warmup: int | None = None,
+    block_s: float | None = None,
+    min_rounds: int | None = None,
+    max_rounds: int | None = None,
+    budget_s: float | None = None,
+) -> list[Verdict]: ...
+
+
+def decide(
+    claims: Claim | Sequence[Claim],
+    measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
+    *,
+    better: str | Mapping[str, str] | None = None,
+    quantile: float = 0.25,
+    confidence: float | None = None,
+    log: ClaimLog | None = None,
+    show: bool = True,
+    timed: bool | None = None,
+    device: torch.device | str | None = None,
+    threads: int | None = None,
+    warmup: int | None = None,
+    block_s: float | None = None,
+    min_rounds: int | None = None,
+    max_rounds: int | None = None,
+    budget_s: float | None = None,
+) -> Verdict | list[Verdict]:
     """Decide ``claims`` (one :class:`Claim` or a list) on ``measured``; return the :class:`Verdict` (or list).
 
     Taught in notebook `start_here`.

@@ -23,11 +23,21 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-HOLDS, CONTRADICTED, UNDECIDED = "holds", "contradicted", "undecided"
+
+class Outcome(StrEnum):
+    """A verdict's outcome. A ``str`` too, so ``verdict.verdict == "holds"`` and the JSON records read as before."""
+
+    HOLDS = "holds"
+    CONTRADICTED = "contradicted"
+    UNDECIDED = "undecided"
+
+
+HOLDS, CONTRADICTED, UNDECIDED = Outcome.HOLDS, Outcome.CONTRADICTED, Outcome.UNDECIDED
 _OPS = (">", "<", "between")
 
 
@@ -66,7 +76,7 @@ class Expectation:
         """True if the whole interval [low, high] lies on the wrong side."""
         return high < self.low or low > self.high
 
-    def verdict(self, low: float, high: float, wide: tuple[float, float] | None = None) -> str:
+    def verdict(self, low: float, high: float, wide: tuple[float, float] | None = None) -> Outcome:
         """Holds if [low, high] lies inside the claimed region; contradicted if the ``wide`` interval (the same
         one if not given) lies wholly outside it; undecided otherwise."""
         if self.contains(low, high):

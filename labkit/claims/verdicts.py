@@ -13,13 +13,14 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..core import environment
 from ..core.errors import ClaimContradicted
 from ..core.result import Result
-from .statements import CONTRADICTED, HOLDS, UNDECIDED, Claim, Expectation, Quantity
+from .statements import CONTRADICTED, HOLDS, UNDECIDED, Claim, Expectation, Outcome, Quantity
 from .statements import quantity as _quantity
 
 CLAIMS_ENV = "LABKIT_CLAIMS"  # "strict": a contradicted claim raises (make test, make report)
@@ -28,6 +29,12 @@ RESAMPLES = 2000  # bootstrap resamples per decision: enough for a 95% interval'
 # wholly on the wrong side, over at least this many rounds (a bootstrap over 3 or 4 rounds is overconfident).
 CONTRADICTION_CONFIDENCE = 0.99
 MIN_ROUNDS_TO_CONTRADICT = 5
+
+
+class ClaimLog(Protocol):
+    """Where decided claims are recorded: one method (:class:`labkit.lab.records.ResultLog` is one)."""
+
+    def add_claim(self, claim: Verdict) -> None: ...
 
 
 def strict() -> bool:
@@ -45,7 +52,7 @@ class Verdict(Result):
 
     statement: str
     expect: str
-    verdict: str
+    verdict: Outcome
     estimate: float
     low: float
     high: float
@@ -73,6 +80,32 @@ class Verdict(Result):
         for name in ("better", "strict", "returned"):
             out.pop(name)
         return out
+
+    def table(
+        self,
+        columns: Mapping[str, Callable[[Any, float], object] | Mapping[Any, object]],
+        rows: Sequence | None = None,
+        index: str = "variant",
+        digits: int | None = 3,
+    ) -> Any:
+        """The variants' statistics as a table (a pandas DataFrame): one row per variant, one column per entry.
+
+        A column is a function of (variant, its statistic), e.g.
+        ``{"measured ms": lambda name, s: 1e3 * s}``, or a mapping variant -> value (a prediction made before).
+        ``rows`` picks and orders the variants (default: every one measured); ``digits`` rounds the numbers.
+        """
+        import pandas as pd
+
+        names = list(self.stats) if rows is None else list(rows)
+        unknown = [name for name in names if name not in self.stats]
+        if unknown:
+            raise KeyError(f"rows {unknown} were not measured; the variants are {list(self.stats)}")
+        data = {
+            title: [column(name, self.stats[name]) if callable(column) else column[name] for name in names]
+            for title, column in columns.items()
+        }
+        frame = pd.DataFrame(data, index=pd.Index(names, name=index))
+        return frame.round(digits) if digits is not None else frame
 
     def _value(self, x: float) -> str:
         return f"{x:.3g}{self.unit}"
@@ -192,7 +225,36 @@ def _raise_if_contradicted(result: Verdict) -> None:
         )
 
 
-def report(results: Sequence[Verdict], log=None, show: bool = True) -> None:
+def table(verdicts: Verdict | Sequence[Verdict] | Sequence[Mapping]) -> Any:
+    """Decided claims as a table (a pandas DataFrame): claim, prediction, measured with its interval, verdict.
+
+    Taught in notebook `start_here`. Takes verdicts, or the claims a result log recorded (``log.claims``: the same
+    fields as dictionaries).
+    """
+    import pandas as pd
+
+    listed: list[Verdict | Mapping] = [verdicts] if isinstance(verdicts, Verdict) else list(verdicts)
+
+    def row(v: Verdict | Mapping) -> dict:
+        get = v.get if isinstance(v, Mapping) else lambda key, default=None: getattr(v, key, default)
+        unit = get("unit", "") or ""
+        confidence = get("confidence")
+        return {
+            "claim": get("statement"),
+            "predicted": get("prediction") or "",
+            "measured": f"{get('estimate'):.3g}{unit}",
+            "interval": f"{get('low'):.3g}{unit} to {get('high'):.3g}{unit}"
+            + (f" ({confidence:.0%})" if confidence is not None else ""),
+            "claimed": get("expect"),
+            "verdict": str(get("verdict")),
+        }
+
+    return pd.DataFrame(
+        [row(v) for v in listed], columns=["claim", "predicted", "measured", "interval", "claimed", "verdict"]
+    )
+
+
+def report(results: Sequence[Verdict], log: ClaimLog | None = None, show: bool = True) -> None:
     """Show decided claims, record them in ``log``; then, in strict mode, raise on the first contradicted one
     (after all are shown, so a failing run shows every verdict)."""
     for result in results:

@@ -6,6 +6,8 @@ answers: The answer key of every checked exercise, computed from the question's 
 doctor: ``python -m labkit doctor``: the pre-flight check for a learner's or an attendee's machine.
 exercises: Exercise checkers: every exercise cell runs, solved or not.
 manifest: The notebooks, in teaching order: one entry each, the one place that knows their order (every notebook).
+notebook_sizes: Every notebook's experiment sizes: one frozen dataclass per notebook, with its quick and full
+    instances.
 plots: One plotting style for the whole suite, and the progress bar used by every sweep.
 records: Records: the hardware + software card stamped on every result, and results saved as JSON.
 report: ``make report``: execute every notebook headless with papermill and write one HTML report.

@@ -108,7 +108,7 @@ def _audited_show(original):
                 raise PlotStyleError(message)
         return original(*args, **kwargs)
 
-    show.labkit_audited = True
+    show.labkit_audited = True  # type: ignore[attr-defined]  # marks a show() already wrapped
     return show
 
 

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
+from pathlib import Path
+from typing import Any, overload
 
 import torch
 
+from ..claims import Claim, Verdict
+from ..claims import decide as claims_decide
 from ..core import environment
 from ..core.device import usable_cores
+from .records import ResultLog
 
 THREADS_ENV = "LABKIT_THREADS"
 
@@ -42,19 +46,61 @@ def default_threads() -> int:
 
 @dataclass
 class Lab:
-    """What :func:`start` set up for one notebook: its name, device, sizes, machine card and result log."""
+    """What :func:`start` set up for one notebook: its name, device, sizes, machine card and result log.
+
+    It also does a lesson's ceremony: :meth:`decide` decides claims with this notebook's log, device and threads,
+    :meth:`record` and :meth:`headline` write to its log.
+    """
 
     name: str
     device: torch.device
     profile: str
-    cfg: SimpleNamespace
+    cfg: Any  # the notebook's sizes: an instance of its frozen dataclass in labkit.lab.sizes
     card: dict
-    log: object  # a records.ResultLog
+    log: ResultLog
     threads: int
     cores: int = field(default_factory=usable_cores)
     # The reference records the learner was shown (None until references() runs); the test suite checks that every
     # record shipped for this notebook reached the page.
     references_shown: list[str] | None = None
+
+    @overload
+    def decide(self, claims: Claim, measured: Any, **options: Any) -> Verdict: ...
+
+    @overload
+    def decide(self, claims: Sequence[Claim], measured: Any, **options: Any) -> list[Verdict]: ...
+
+    def decide(self, claims: Claim | Sequence[Claim], measured: Any, **options: Any) -> Verdict | list[Verdict]:
+        """:func:`labkit.claims.decide`, with this notebook's log, and its device and threads for variants it times.
+
+        Taught in notebook `start_here`. ``options`` are :func:`labkit.claims.decide`'s (``timed``, ``better``,
+        ``budget_s``, ...); one given here wins over the notebook's.
+        """
+        options.setdefault("log", self.log)
+        measures = isinstance(measured, Mapping) and bool(measured) and all(callable(v) for v in measured.values())
+        if measures and options.get("timed", True) is not False:
+            options.setdefault("device", self.device)  # timed variants are synchronised with this device
+        if measures:
+            options.setdefault("threads", self.threads)
+        return claims_decide(claims, measured, **options)
+
+    def record(self, name: str, result: object = None, /, **values: object) -> dict:
+        """Store one result in the notebook's log: a record (timing, memory, ...) and/or named values.
+
+        Taught in notebook `start_here`.
+        """
+        return self.log.add(name, result, **values)
+
+    def headline(self, **values: object) -> None:
+        """Key numbers of this notebook, shown in the report's summary table. Taught in notebook `start_here`."""
+        self.log.headline(**values)
+
+    def save(self) -> Path:
+        """Save the notebook's results with the machine card (``build/results/<notebook>.json``); return the path.
+
+        Taught in notebook `start_here`.
+        """
+        return self.log.save()
 
     def references(self, describe: Callable[[dict], None]) -> list[dict]:
         """Show the reference results recorded on datacenter GPUs for this notebook, one block per GPU.
