@@ -252,7 +252,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         gpu_adds="decode against HBM bandwidth; why a model this small is launch-bound there",
         gpu_profile="full",
         teaching_notes=(
-            "the engine (`labkit.serving.llm.Engine`) is about 100 lines and worth reading with the class: "
+            "the scheduler loop (`labkit.serving.engine.Engine.schedule`) is about 70 lines and worth reading with the class: "
             "the two schedulers differ in one line (when to admit), and pre-emption (on-demand KV memory) is "
             "one loop before admission. The SLOs are set in units of the machine's own step time, so the "
             "goodput claim means the same on a laptop and on a GPU. On a CPU speculative decoding barely pays "
@@ -307,7 +307,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "few tiles, predicted to the byte; attention's score traffic on the roofline, its time predicted "
             "from the copy ceiling; tiling vs fusion; a fused and an unfused softmax, bytes counted"
         ),
-        gpu_adds="FlashAttention-2 against HBM bandwidth, where the naive kernel is memory-bound",
+        gpu_adds="the fused kernel PyTorch picks (cuDNN attention or FlashAttention-2) against HBM bandwidth, where the "
+        "naive kernel is memory-bound",
         teaching_notes=(
             "read `attention.tiled_attention` (twenty lines) with the class before section 1: rescaling by exp(m − m′) is "
             "the whole trick of the online softmax. The memory predictions are exact to the byte; the time claims depend "
