@@ -20,7 +20,25 @@ def test_flops_and_parameters_equal_the_counter_and_the_formula(n_experts, top_k
     with torch.no_grad():
         assert labkit.count_flops(layer, x) == experts.moe_flops(40, 32, 48, n_experts, computed=40 * top_k)
     assert labkit.count_parameters(layer) == experts.moe_parameters(32, 48, n_experts)
-    assert experts.moe_parameters(32, 48, n_experts) == 32 * n_experts + 2 * 32 * 48 * n_experts
+    assert experts.moe_parameters(32, 48, n_experts) == 32 * n_experts + 3 * 32 * 48 * n_experts
+    # a SwiGLU expert is Mixtral's three matrices: w1 and w3 (width x hidden), w2 (hidden x width)
+    assert [tuple(w.shape) for w in (layer.w1, layer.w3, layer.w2)] == [(n_experts, 32, 48)] * 2 + [(n_experts, 48, 32)]
+
+
+def test_an_expert_is_six_width_hidden_flops_per_token_by_the_counter():
+    """Mixtral's SwiGLU expert: three matmuls of 2·width·hidden FLOPs per token, nothing else counted."""
+    layer = experts.MoE(24, 40, 3)
+    x = torch.randn(7, 24)
+    with torch.no_grad():
+        assert labkit.count_flops(lambda: layer.expert(1, x)) == 6 * 24 * 40 * 7
+    assert experts.moe_flops(7, 24, 40, 3, computed=1) - experts.moe_flops(7, 24, 40, 3, computed=0) == 6 * 24 * 40
+
+
+def _swiglu(x, w1, w3, w2):
+    """Mixtral's expert as transformers writes it: w2(act_fn(w1(x)) * w3(x)), act_fn SiLU, as Linear layers."""
+    act = torch.nn.SiLU()
+    lin = torch.nn.functional.linear  # Linear stores (out, in): the transposes of the layer's (in, out) matrices
+    return lin(act(lin(x, w1.T)) * lin(x, w3.T), w2.T)
 
 
 def test_the_layer_equals_a_loop_over_tokens():
@@ -32,7 +50,7 @@ def test_the_layer_equals_a_loop_over_tokens():
         chosen, weights = layer.route(x)
         for t in range(10):
             expected = sum(
-                weights[t, j] * (torch.nn.functional.gelu(x[t] @ layer.w_in[chosen[t, j]]) @ layer.w_out[chosen[t, j]])
+                weights[t, j] * _swiglu(x[t], *(w[chosen[t, j]] for w in (layer.w1, layer.w3, layer.w2)))
                 for j in range(2)
             )
             torch.testing.assert_close(out[t], expected, atol=1e-5, rtol=1e-5)

@@ -4,10 +4,13 @@ Taught in notebook `mixture_of_experts`.
 
 - :class:`MoE` is a sparsely gated feed-forward layer (Shazeer et al., "Outrageously Large Neural Networks", ICLR
   2017): a linear router scores every expert for each token, the ``top_k`` best are kept and their scores
-  softmaxed into weights (as in Mixtral, Jiang et al., "Mixtral of Experts", 2024), and each expert is a two-layer
-  MLP run only on the tokens routed to it. With ``capacity_factor`` set, an expert takes at most
-  :func:`expert_capacity` tokens per batch and the rest of its assignments are dropped (the token keeps its other
-  experts, or passes through the residual connection): Switch Transformer's rule (Fedus et al., JMLR 2022).
+  softmaxed into weights (as in Mixtral, Jiang et al., "Mixtral of Experts", 2024), and each expert is run only on
+  the tokens routed to it. Each expert is Mixtral's SwiGLU feed-forward block, (SiLU(x·W1) ⊙ (x·W3))·W2: a gate W1
+  and an up projection W3 of width × hidden and a down projection W2 of hidden × width, so 3·width·hidden
+  parameters and 6·width·hidden FLOPs per token (transformers' ``MixtralBlockSparseTop2MLP``, Mistral's reference
+  code). With ``capacity_factor`` set, an expert takes at most :func:`expert_capacity` tokens per batch and the rest
+  of its assignments are dropped (the token keeps its other experts, or passes through the residual connection):
+  Switch Transformer's rule (Fedus et al., JMLR 2022), generalised to top-k as GShard does (Lepikhin et al., 2021).
 - The router is initialised with orthonormal rows, so for tokens drawn from a standard normal the experts' scores
   are independent and identically distributed: every set of ``top_k`` experts is equally likely. That makes the
   uniform-routing formulas below (:func:`expected_distinct_experts`, :func:`expected_dropped`) exact in
@@ -53,8 +56,10 @@ def expert_capacity(tokens: int, experts: int, top_k: int, capacity_factor: floa
     """Assignments one expert takes per batch: ceil(capacity_factor × tokens × top_k / experts).
 
     Taught in notebook `mixture_of_experts`. Switch Transformer's expert capacity is (tokens per batch / experts) ×
-    capacity factor for one expert per token (Fedus et al. 2022, eq. 3); with ``top_k`` experts a token makes
-    ``top_k`` assignments, so the even share is tokens × top_k / experts.
+    capacity factor, for top-1 routing, one expert per token (Fedus et al., JMLR 2022, eq. 3). The factor ``top_k``
+    is the top-k generalisation: a token makes ``top_k`` assignments, so an expert's even share is
+    tokens × top_k / experts, as in GShard's top-2 routing, whose capacity is 2N/E for N tokens (Lepikhin et al.,
+    ICLR 2021). ``top_k=1`` is Switch Transformer's formula exactly.
     """
     for name, value in dict(tokens=tokens, experts=experts, top_k=top_k).items():
         checks.whole(name, value)
@@ -63,7 +68,7 @@ def expert_capacity(tokens: int, experts: int, top_k: int, capacity_factor: floa
 
 
 class MoE(nn.Module):
-    """A top-``top_k`` mixture of ``experts`` MLPs (width → hidden → width), routed per token.
+    """A top-``top_k`` mixture of ``experts`` SwiGLU MLPs (width → hidden → width), routed per token as in Mixtral.
 
     Taught in notebook `mixture_of_experts`. Input (tokens, width); output the same. After each call
     :attr:`last_routing` says what was routed, kept and dropped. ``capacity_factor=None`` drops nothing.
@@ -83,13 +88,15 @@ class MoE(nn.Module):
         self.capacity_factor = capacity_factor
         self.router = nn.Linear(width, experts, bias=False)
         nn.init.orthogonal_(self.router.weight)  # orthonormal rows (experts <= width): i.i.d. scores, see above
-        self.w_in = nn.Parameter(torch.randn(experts, width, hidden) / math.sqrt(width))
-        self.w_out = nn.Parameter(torch.randn(experts, hidden, width) / math.sqrt(hidden))
+        # Mixtral's names (MixtralBlockSparseTop2MLP): w1 the gate, w3 the up projection, w2 the down projection
+        self.w1 = nn.Parameter(torch.randn(experts, width, hidden) / math.sqrt(width))
+        self.w3 = nn.Parameter(torch.randn(experts, width, hidden) / math.sqrt(width))
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, width) / math.sqrt(hidden))
         self.last_routing: Routing | None = None
 
     def expert(self, e: int, x: torch.Tensor) -> torch.Tensor:
-        """Expert ``e``'s MLP on the tokens ``x`` (n, width): gelu(x · W_in[e]) · W_out[e]."""
-        return F.gelu(x @ self.w_in[e]) @ self.w_out[e]
+        """Expert ``e``'s SwiGLU block on the tokens ``x`` (n, width): (silu(x · W1[e]) ⊙ (x · W3[e])) · W2[e]."""
+        return (F.silu(x @ self.w1[e]) * (x @ self.w3[e])) @ self.w2[e]  # three matmuls: 6·width·hidden per token
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each token's ``top_k`` experts (tokens, top_k) and their weights, the softmax of their scores."""
@@ -124,26 +131,30 @@ class MoE(nn.Module):
 
 
 def moe_flops(tokens: int, width: int, hidden: int, experts: int, computed: int) -> int:
-    """FLOPs of one :class:`MoE` pass: the router (2·T·width·E) and, per computed assignment, 4·width·hidden.
+    """FLOPs of one :class:`MoE` pass: the router (2·T·width·E) and, per computed assignment, 6·width·hidden.
 
     Taught in notebook `mixture_of_experts`. ``computed`` is the assignments the experts ran: tokens × top_k without
     a capacity, less :attr:`Routing.dropped` with one. Per token this is flat in the number of experts but for the
-    router's 2·width·E; the parameters (:func:`moe_parameters`) grow with E.
+    router's 2·width·E; the parameters (:func:`moe_parameters`) grow with E. An assignment's 6·width·hidden are the
+    SwiGLU expert's three matmuls (gate, up, down) of 2·width·hidden each; the SiLU, the gating product and the
+    scaling by the router's weights are elementwise, and the FLOP counter (like this count) leaves them out.
     """
     for name, value in dict(tokens=tokens, width=width, hidden=hidden, experts=experts).items():
         checks.whole(name, value)
     checks.whole("computed", computed, minimum=0)
-    return 2 * tokens * width * experts + 4 * width * hidden * computed
+    return 2 * tokens * width * experts + 6 * width * hidden * computed
 
 
 def moe_parameters(width: int, hidden: int, experts: int) -> int:
-    """Parameters of :class:`MoE`: the router (width·E) and E experts of 2·width·hidden each.
+    """Parameters of :class:`MoE`: the router (width·E) and E SwiGLU experts of 3·width·hidden each.
 
-    Taught in notebook `mixture_of_experts`.
+    Taught in notebook `mixture_of_experts`. An expert holds Mixtral's three matrices: the gate W1 and the up
+    projection W3 (width × hidden each) and the down projection W2 (hidden × width), as in transformers'
+    ``MixtralBlockSparseTop2MLP`` (Jiang et al., "Mixtral of Experts", 2024).
     """
     for name, value in dict(width=width, hidden=hidden, experts=experts).items():
         checks.whole(name, value)
-    return width * experts + 2 * width * hidden * experts
+    return width * experts + 3 * width * hidden * experts
 
 
 def expected_distinct_experts(batch: int, experts: int, top_k: int) -> float:
