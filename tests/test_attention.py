@@ -3,8 +3,10 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
 
 import labkit
+from labkit.core import compat
 from labkit.core.device import cpu_caches
 from labkit.workloads import attention
 
@@ -79,11 +81,62 @@ def test_softmax_traffic_equals_the_byte_counter(rows, columns):
         (lambda: attention.tiled_peak_bytes(1, 8, 4, 2.5), "block"),
         (lambda: attention.naive_peak_bytes(1, -8, 4), "tokens"),
         (lambda: attention.softmax_traffic_bytes(1, 8, True, itemsize=0), "itemsize"),
+        (lambda: attention.sdpa_backend(*qkv(1, 8, 4)[:2], "v"), "v must be a tensor"),
+        (lambda: attention.sdpa_backend(*qkv(1, 8, 4), backends="math"), "backends must be .*SDPBackend.MATH"),
+        (lambda: attention.sdpa_backend(*qkv(1, 8, 4), backends=[]), "backends must be"),
+        (lambda: attention.sdpa_backend_name("aten::_scaled_dot_product_cudnn_attention"), "op_names must be"),
+        (lambda: attention.sdpa_backend_name(["aten::mm", "aten::_softmax"]), "no scaled_dot_product_attention"),
+        (lambda: attention.sdpa_backend_name([], flash_impl=3), "flash_impl"),
     ],
 )
 def test_bad_input_is_a_clear_error(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_on_a_cpu_the_fused_kernel_is_pytorchs_cpu_flash_kernel_and_math_when_asked():
+    q, k, v = qkv(4, 300, 64)
+    assert attention.sdpa_backend(q, k, v) == "PyTorch's CPU flash attention"
+    assert attention.sdpa_backend(*(x.unsqueeze(0) for x in (q, k, v))) == "PyTorch's CPU flash attention"
+    assert attention.sdpa_backend(q, k, v, SDPBackend.MATH) == "math (unfused: the scores in memory)"
+    math_first = [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]  # sdpa_kernel enables both; the CPU order decides
+    assert attention.sdpa_backend(q, k, v, math_first) == "PyTorch's CPU flash attention"
+
+
+SDPA = "aten::scaled_dot_product_attention"
+
+
+@pytest.mark.parametrize(
+    "ops, flash_impl, rocm, expected",
+    [  # what a profile of one call records, outer operator first (attention.cpp dispatches to one backend)
+        ([SDPA, "aten::_scaled_dot_product_cudnn_attention", "aten::_cudnn_attention_forward"], None, False,
+         "cuDNN attention"),
+        ([SDPA, "aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward"], None, False,
+         "FlashAttention-2"),
+        ([SDPA, "aten::_scaled_dot_product_flash_attention", "aten::_flash_attention_forward"], "FA3", False,
+         "FlashAttention-3"),
+        ([SDPA, "aten::_scaled_dot_product_efficient_attention", "aten::_efficient_attention_forward"], None, False,
+         "memory-efficient attention (xFormers' kernel)"),
+        ([SDPA, "aten::_scaled_dot_product_attention_math", "aten::matmul", "aten::_softmax"], None, False,
+         "math (unfused: the scores in memory)"),
+        ([SDPA, "aten::unsqueeze", "aten::_scaled_dot_product_flash_attention_for_cpu"], None, False,
+         "PyTorch's CPU flash attention"),
+        ([SDPA, "aten::_scaled_dot_product_flash_attention"], None, True,
+         "flash attention (AOTriton or Composable Kernel, ROCm)"),
+        ([SDPA, "aten::_scaled_dot_product_efficient_attention"], None, True,
+         "memory-efficient attention (AOTriton or Composable Kernel, ROCm)"),
+        ([SDPA, "aten::_scaled_dot_product_cudnn_attention"], "FA3", False, "cuDNN attention"),
+    ],
+)  # fmt: skip
+def test_each_backend_operator_is_named(ops, flash_impl, rocm, expected):
+    assert attention.sdpa_backend_name(ops, flash_impl, rocm) == expected
+    assert attention.sdpa_backend_name(iter(ops), flash_impl, rocm) == expected  # any iterable, read once
+
+
+def test_the_backend_operators_exist_in_this_pytorch():
+    missing = [op for op in attention.SDPA_BACKENDS if compat.aten_op(op.removeprefix("aten::")) is None]
+    assert not missing, f"aten operators renamed or removed: {missing}"
+    assert len(set(attention.SDPA_BACKENDS.values())) == len(attention.SDPA_BACKENDS)  # one name, one kernel
 
 
 def test_cpu_caches_reads_sysfs_and_skips_instruction_caches(tmp_path):

@@ -13,15 +13,25 @@ Taught in notebook `fused_attention`.
   keeps alive, to the byte (the tests compare them with MemTracker's count); :func:`softmax_traffic_bytes` is the
   bytes a softmax reads and writes, fused or as four separate operators.
 
-``torch.nn.functional.scaled_dot_product_attention`` is the fused kernel: on a CPU PyTorch's own tiled
-("flash") kernel, on a GPU FlashAttention-2 or the memory-efficient kernel.
+``torch.nn.functional.scaled_dot_product_attention`` is the fused kernel. Which kernel it runs depends on the
+machine and the inputs, so :func:`sdpa_backend` asks ``torch.profiler`` which one ran: on a CPU PyTorch's own
+tiled ("flash") kernel; on an NVIDIA GPU the first of PyTorch's priority order that accepts the inputs
+(``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``, ``priority_order`` and
+``check_prefer_cudnn_attention``): with a runtime cuDNN of 9.15.1 or newer on compute capability 9.x or 10.x
+(H100, H200, B200; builds for CUDA 12 only x.0 and x.3) cuDNN's attention comes first, then FlashAttention-2, the
+memory-efficient kernel and the math fallback, unless ``TORCH_CUDNN_SDPA_DEPRIORITIZED=1``; elsewhere
+FlashAttention-2 comes first (16-bit inputs on an A100 or newer), then the memory-efficient kernel (float32
+inputs, or older GPUs), then math.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
 
 from ..core import checks
 
@@ -136,3 +146,81 @@ def softmax_traffic_bytes(rows: int, columns: int, fused: bool, itemsize: int = 
         checks.whole(name, value)
     n = rows * columns
     return itemsize * (2 * n if fused else 8 * n + 4 * rows)
+
+
+# The aten operator F.scaled_dot_product_attention dispatches to, and the kernel behind it (PyTorch's
+# aten/src/ATen/native/transformers/attention.cpp dispatches on the choice sdp_utils.cpp makes).
+SDPA_BACKENDS: dict[str, str] = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "PyTorch's CPU flash attention",
+    "aten::_scaled_dot_product_cudnn_attention": "cuDNN attention",
+    "aten::_scaled_dot_product_flash_attention": "FlashAttention-2",
+    "aten::_scaled_dot_product_efficient_attention": "memory-efficient attention (xFormers' kernel)",
+    "aten::_scaled_dot_product_attention_math": "math (unfused: the scores in memory)",
+    "aten::_scaled_dot_product_attention_math_for_mps": "PyTorch's MPS attention",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "a device plug-in's fused attention",
+}
+_FLASH_IMPLS = {"FA3": "FlashAttention-3", "FA4": "FlashAttention-4"}
+_ROCM_KERNELS = {  # on ROCm the same two operators run AMD's kernels (sdp_utils.cpp, USE_ROCM_ATTENTION)
+    "aten::_scaled_dot_product_flash_attention": "flash attention (AOTriton or Composable Kernel, ROCm)",
+    "aten::_scaled_dot_product_efficient_attention": "memory-efficient attention (AOTriton or Composable Kernel, ROCm)",
+}
+
+
+def sdpa_backend_name(op_names: Iterable[str], flash_impl: str | None = None, rocm: bool = False) -> str:
+    """The kernel ``F.scaled_dot_product_attention`` ran, from the names of the operators a profile recorded.
+
+    How :func:`sdpa_backend` (notebook `fused_attention`) reads a profile: the first name that is a key of
+    ``SDPA_BACKENDS`` decides. On CUDA ``aten::_scaled_dot_product_flash_attention`` is FlashAttention-2 unless
+    another implementation was activated with ``torch.nn.attention.activate_flash_attention_impl`` (``flash_impl``
+    "FA3" or "FA4"); on ROCm (``rocm=True``) the flash and memory-efficient operators run AOTriton's or Composable
+    Kernel's kernels.
+    """
+    if isinstance(op_names, str) or not isinstance(op_names, Iterable):
+        raise TypeError(f"op_names must be operator names (e.g. a profile's event names), got {op_names!r:.60}")
+    if flash_impl is not None and not isinstance(flash_impl, str):
+        raise TypeError(f"flash_impl must be None or an implementation's name such as 'FA3', got {flash_impl!r}")
+    names = list(op_names)
+    for name in names:
+        if name in SDPA_BACKENDS:
+            if rocm and name in _ROCM_KERNELS:
+                return _ROCM_KERNELS[name]
+            if name == "aten::_scaled_dot_product_flash_attention" and flash_impl is not None:
+                return _FLASH_IMPLS.get(flash_impl, f"flash attention ({flash_impl})")
+            return SDPA_BACKENDS[name]
+    seen = sorted({n for n in names if "attention" in n}) or "none with attention in its name"
+    raise ValueError(
+        f"op_names holds no scaled_dot_product_attention backend (one of {sorted(SDPA_BACKENDS)}); "
+        f"attention operators among them: {seen}"
+    )
+
+
+def sdpa_backend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    backends: SDPBackend | list[SDPBackend] | None = None,
+) -> str:
+    """Which kernel ``F.scaled_dot_product_attention(q, k, v)`` runs on these inputs here, read from the profiler.
+
+    Taught in notebook `fused_attention`. Runs the call once under ``torch.profiler`` (CPU activity only: the
+    operator is dispatched on the host, whatever device runs it) and names the backend operator it recorded
+    (:func:`sdpa_backend_name`). ``backends`` restricts the choice as ``torch.nn.attention.sdpa_kernel`` does,
+    e.g. ``SDPBackend.MATH`` or ``[SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]``.
+    """
+    for name, t in dict(q=q, k=k, v=v).items():
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor (..., tokens, head dim), got {type(t).__name__}")
+    chosen = [backends] if isinstance(backends, SDPBackend) else backends
+    if chosen is not None and (
+        not isinstance(chosen, list) or not chosen or not all(isinstance(b, SDPBackend) for b in chosen)
+    ):
+        allowed = ", ".join(f"SDPBackend.{n}" for n in SDPBackend.__members__ if n != "ERROR")
+        raise ValueError(f"backends must be None, an SDPBackend or a list of them ({allowed}); got {backends!r}")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        if chosen is None:
+            torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            with sdpa_kernel(chosen):
+                torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    current = getattr(torch.nn.attention, "current_flash_attention_impl", lambda: None)
+    return sdpa_backend_name((e.name for e in prof.events()), current(), torch.version.hip is not None)
