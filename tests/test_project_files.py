@@ -81,3 +81,25 @@ def test_contributing_names_only_make_targets_and_files_that_exist(root):
     assert named and named <= targets, f"CONTRIBUTING.md names make targets the Makefile lacks: {named - targets}"
     paths = set(re.findall(r"`((?:labkit|tests|tools|notebooks|docs)/[\w/.-]+\.(?:py|md|json))`", text))
     assert paths and not [p for p in paths if not (root / p).exists()], "CONTRIBUTING.md names files that do not exist"
+
+
+def test_the_pre_commit_hooks_run_commands_that_exist(root):
+    config = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())
+    hooks = [h for repo in config["repos"] for h in repo["hooks"]]
+    assert {h["id"] for h in hooks} >= {"ruff-check", "ruff-format", "structure-and-floors", "commit-message"}
+    for hook in hooks:
+        for word in hook["entry"].split():
+            if word.startswith(("tests/", "tools/")):
+                assert (root / word).exists(), f"pre-commit hook {hook['id']} names {word}, which does not exist"
+
+
+def test_the_commit_message_check_holds_subjects_to_72_characters():
+    import check_commit_msg
+
+    assert check_commit_msg.problems("serving_llms: print the scheduler loop itself\n\nThe body.\n") == []
+    assert check_commit_msg.problems("tools: x\n# a git comment line\n") == []
+    long = "serving_llms: " + "a" * 70
+    assert any("at most 72" in p for p in check_commit_msg.problems(long))
+    assert any("what it changes" in p for p in check_commit_msg.problems("Fixed some things in the notebook"))
+    assert any("blank line" in p for p in check_commit_msg.problems("lab: a\nbody right away"))
+    assert check_commit_msg.problems("# only comments\n") == ["the message is empty: a subject line is needed"]
