@@ -173,3 +173,16 @@ def _spin_when(go, stop) -> None:
     while not stop.is_set():
         if not go.is_set():
             time.sleep(0.001)
+
+
+def test_a_labkit_warning_is_shown_as_one_plain_line():
+    import warnings
+
+    from labkit.core import errors
+
+    shown = errors.plain_lab_warnings(warnings.formatwarning)
+    assert errors.plain_lab_warnings(shown) is shown  # installed twice, wrapped once
+    line = shown("spread 40%", timing.NoisyMeasurementWarning, "/somewhere/labkit/instruments/ceilings.py", 125)
+    assert line == "labkit: spread 40%\n"
+    other = shown("deprecated", DeprecationWarning, "lib.py", 3, "x = 1")
+    assert "lib.py:3" in other and "DeprecationWarning" in other

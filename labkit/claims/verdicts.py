@@ -117,8 +117,8 @@ class Verdict(Result):
             lines.append(f"  predicted: {self.prediction}")
         lines.append(
             f"  measured:  {self._value(self.estimate)} ({self.confidence:.0%} interval "
-            f"{self._value(self.low)} to {self._value(self.high)}; {self.rounds} interleaved rounds, "
-            f"{self.seconds:.1f} s)"
+            f"{self._value(self.low)} to {self._value(self.high)}; {self.rounds} interleaved rounds"
+            + (f", {self.seconds:.1f} s)" if self.seconds > 0 else ", timed by the workers)")
         )
         lines.append(f"  claimed:   {self.expect}  ->  {mark}")
         if self.verdict == UNDECIDED:

@@ -6,6 +6,8 @@ catches ``MemoryError`` or ``AssertionError`` keeps working. Every message says 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class LabError(Exception):
     """Base class of every error labkit raises on purpose."""
@@ -51,3 +53,25 @@ class CheckpointError(LabError, RuntimeError):
 class TrainerStopped(LabError, RuntimeError):
     """A background training job exited, at start or inside a window whose speed was asked for; the message
     carries its exit code and the end of what it printed (the trainer of notebook `sharing_a_gpu`)."""
+
+
+class LabWarning(UserWarning):
+    """A warning labkit gives on purpose (a noisy measurement, ...): shown to a learner as one plain line."""
+
+
+def plain_lab_warnings(format_warning: Callable[..., str]) -> Callable[..., str]:
+    """``warnings.formatwarning`` that shows a :class:`LabWarning` as ``labkit: message`` (no file, line or source
+    of labkit's own code, which a learner cannot act on), and every other warning as ``format_warning`` does.
+
+    Installed by ``labkit.start`` (notebook `start_here`); installing it twice wraps it once.
+    """
+    if getattr(format_warning, "plain_lab_warnings", False):
+        return format_warning
+
+    def formatted(message, category, filename, lineno, line=None):
+        if isinstance(category, type) and issubclass(category, LabWarning):
+            return f"labkit: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    formatted.plain_lab_warnings = True  # type: ignore[attr-defined]
+    return formatted

@@ -20,13 +20,13 @@ import torch
 
 from ..core import checks
 from ..core.device import sync
-from ..core.errors import MeasurementError
+from ..core.errors import LabWarning, MeasurementError
 from ..core.result import Result
 
 NOISE_THRESHOLD = 0.10  # IQR / median above this is reported as noisy (torch.utils.benchmark uses 10% too)
 
 
-class NoisyMeasurementWarning(UserWarning):
+class NoisyMeasurementWarning(LabWarning):
     """The spread of a measurement is large compared with its median."""
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ import torch
 
 from ..claims import Claim, Verdict
 from ..claims import decide as claims_decide
-from ..core import environment
+from ..core import environment, errors
 from ..core.device import usable_cores
 from .records import ResultLog
 
@@ -162,12 +163,13 @@ def start(
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's tracing library reads it when it starts
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU machines
     plots.use_style()
+    warnings.formatwarning = errors.plain_lab_warnings(warnings.formatwarning)  # labkit's own: one plain line
     if plots.audit_requested():
         plots.install_audit()
     card = records.machine_card(chosen, dtype=dtype, profile=resolved)
     lab = Lab(name, chosen, resolved, cfg, card, records.ResultLog(name, card), n_threads)
     if show:
-        print(f"{records.card_line(card)} (of {lab.cores} cores: PyTorch leaves one for the rest of the machine)"
+        print(f"{records.card_line(card)} (of {lab.cores} cores: labkit leaves one for the rest of the machine)"
               if n_threads == lab.cores - 1 else records.card_line(card))  # fmt: skip
     if profile_note:
         print(f"profile {resolved!r}: {profile_note}")

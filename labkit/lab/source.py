@@ -11,8 +11,8 @@ import inspect
 from collections.abc import Callable
 
 
-def show_source(fn: Callable, *quoted: str) -> str:
-    """Print ``fn``'s source and return it; raise if a line the lesson quotes is not in it.
+def show_source(fn: Callable, *quoted: str) -> None:
+    """Print ``fn``'s source; raise, before printing anything, if a line the lesson quotes is not in it.
 
     Taught in notebook `serving_llms`. ``quoted`` are the pieces of code the text around the cell points at
     (compared after stripping each line's indentation, so a quote need not copy it).
@@ -30,4 +30,3 @@ def show_source(fn: Callable, *quoted: str) -> str:
             "code that has moved or changed"
         )
     print(source)
-    return source
