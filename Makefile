@@ -8,6 +8,8 @@ LAB_ARGS ?=
 PROFILE ?= quick
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
+# Each tier of `make test` notes its seconds in build/tier-times.json (tools/render_docs.py states them in CONTRIBUTING).
+TIER = $(PYTHON) tools/tier_time.py
 
 .PHONY: lab test unit processes notebooks nb browser lint docs report book doctor clean
 
@@ -29,16 +31,22 @@ lab: $(STAMP)
 test: $(STAMP) lint unit processes notebooks browser
 
 lint: $(STAMP)
+	@$(TIER) start lint
 	$(BIN)/ruff check labkit tests notebooks tools
 	$(BIN)/ruff format --check labkit tests notebooks tools
 	$(BIN)/mypy
+	@$(TIER) stop lint
 
 unit: $(STAMP)
+	@$(TIER) start unit
 	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m "not notebooks and not browser and not processes"
+	@$(TIER) stop unit
 
 # Tests that start worker processes, servers, kernels or papermill: slower, so a tier of their own.
 processes: $(STAMP)
+	@$(TIER) start processes
 	LABKIT_PROFILE=quick LABKIT_HEADLESS=1 $(BIN)/python -m pytest tests -m processes
+	@$(TIER) stop processes
 
 # Each notebook once, in one kernel: as the learner gets it, then its exercises solved (their checkers asserting), the
 # quick parameters injected by papermill (tests/prepare_notebooks.py); nbval runs every cell and compares the checked
@@ -49,9 +57,11 @@ SLUGS = $(shell $(BIN)/python -c "from labkit.lab import manifest; print(*manife
 NBVAL = LABKIT_HEADLESS=1 LABKIT_AUDIT_PLOTS=1 LABKIT_CLAIMS=strict LABKIT_RESULTS_DIR=$(CURDIR)/$(UNDER_TEST)/results \
 	$(BIN)/python -m pytest -q --nbval-lax --nbval-cell-timeout=300
 notebooks: $(STAMP)
+	@$(TIER) start notebooks
 	rm -rf $(UNDER_TEST)
 	$(BIN)/python tests/prepare_notebooks.py $(UNDER_TEST)
 	$(NBVAL) $(foreach s,$(SLUGS),$(UNDER_TEST)/$(s).ipynb) tests/test_notebooks.py
+	@$(TIER) stop notebooks
 
 # One notebook as `make notebooks` runs it, e.g. `make nb NB=batch_size`: prepared, run under nbval, its record checked.
 nb: $(STAMP)
@@ -66,7 +76,9 @@ docs: $(STAMP)
 	$(BIN)/python tools/render_docs.py
 
 browser: $(STAMP)
+	@$(TIER) start browser
 	$(BIN)/python -m pytest tests -m browser
+	@$(TIER) stop browser
 
 report: $(STAMP)
 	$(BIN)/python -m labkit report --profile $(PROFILE)

@@ -114,3 +114,21 @@ def test_render_docs_refuses_a_manifest_that_does_not_match_the_notebooks(monkey
     monkeypatch.setattr(manifest, "NOTEBOOKS", manifest.NOTEBOOKS[:-1])
     with pytest.raises(SystemExit, match="nothing would be rendered right"):
         render_docs.rendered(root)
+
+
+def test_the_tiers_are_timed_by_make_and_stated_from_the_recorded_run(tmp_path):
+    import tier_time
+
+    assert tier_time.main(["stop", "unit"], root=tmp_path) == 1  # never started: an error, nothing made up
+    assert (
+        tier_time.main(["begin", "unit"], root=tmp_path) == 2 and tier_time.main(["start", "docs"], root=tmp_path) == 2
+    )
+    assert (
+        tier_time.main(["start", "unit"], root=tmp_path) == 0 and tier_time.main(["stop", "unit"], root=tmp_path) == 0
+    )
+    recorded = json.loads((tmp_path / tier_time.TIMES).read_text())
+    assert set(recorded["seconds"]) == {"unit"} and 0 <= recorded["seconds"]["unit"] < 60
+    table = render_docs.tiers_table(_times({}, tiers={"unit": 31.6, "notebooks": 412.0}))
+    assert "| `make unit` |" in table and "| 32 s |" in table and "| 6.9 min |" in table
+    assert table.count("not yet measured") == 3  # lint, processes, browser: no figure invented
+    assert [line.split("`")[1] for line in table.splitlines()[2:]] == [f"make {t}" for t in tier_time.TIERS]

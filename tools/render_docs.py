@@ -42,6 +42,7 @@ TIMES = Path("docs") / "running_times.json"
 BEGIN = "<!-- begin {name}: written by tools/render_docs.py from {source}; edit there, not here -->"
 MANIFEST = "labkit/lab/manifest.py"
 LAYOUT_SOURCE = "the modules' docstrings and imports"
+TIMES_SOURCE = "docs/running_times.json"
 END = "<!-- end {name} -->"
 
 
@@ -157,6 +158,35 @@ def fill(text: str, name: str, body: str, where: str, source: str = MANIFEST) ->
     return pattern.sub(lambda _: f"{begin}\n{body}\n{end}", text)
 
 
+TIER_WORK = {
+    "lint": "`ruff check` and `ruff format --check` (labkit, tests, notebooks at 110 characters a line, tools), `mypy` on "
+    "labkit",
+    "unit": "labkit's unit tests: exact values where they exist, the structure of every notebook, the docs, the floors",
+    "processes": "tests that start processes: DDP workers, servers, the background trainer, papermill, the wheel in a "
+    "scratch environment, a dummy notebook inserted into a copy of the project",
+    "notebooks": "every notebook once under nbval, as the learner gets it and then with its exercises solved, then what "
+    "each run recorded",
+    "browser": "the start here notebook run in JupyterLab in a headless Chromium",
+}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "not yet measured"
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def tiers_table(times: dict) -> str:
+    """CONTRIBUTING's table of the tiers of ``make test``, with each tier's seconds from the recorded quiet run."""
+    measured = times["quick"].get("tiers", {})
+    rows = [
+        "| target | what it runs | time on the last recorded run (2 cores) |",
+        "|---|---|---|",
+        *(f"| `make {tier}` | {work} | {_duration(measured.get(tier))} |" for tier, work in TIER_WORK.items()),
+    ]
+    return "\n".join(rows)
+
+
 def rendered(root: Path) -> dict[Path, str]:
     """What README.md and docs/instructor.md should hold, from the manifest, the notebooks and the times."""
     on_disk = sorted(p.name for p in (root / "notebooks").glob("*.ipynb"))
@@ -171,6 +201,8 @@ def rendered(root: Path) -> dict[Path, str]:
     text = fill(readme.read_text(), "map", readme_map(times), "README.md")
     text = fill(text, "quick times", quick_summary(times, readme=True), "README.md")
     out = {readme: fill(text, "layout", render_layout.readme_block(root / "labkit"), "README.md", LAYOUT_SOURCE)}
+    contributing = root / "CONTRIBUTING.md"
+    out[contributing] = fill(contributing.read_text(), "tiers", tiers_table(times), "CONTRIBUTING.md", TIMES_SOURCE)
     for floor in render_layout.floors(root / "labkit"):
         init = root / "labkit" / floor / "__init__.py"
         out[init] = render_layout.with_docstring(init, render_layout.floor_docstring(root / "labkit", floor))
@@ -218,6 +250,9 @@ def record_times(root: Path, results: Path, kind: str, make_test_s: float | None
     entry["claims"] = tally
     if make_test_s is not None:
         entry["make_test_s"] = make_test_s
+    tier_file = root / "build" / "tier-times.json"
+    if kind == "quick" and tier_file.exists():  # written by `make test` (tools/tier_time.py)
+        entry["tiers"] = json.loads(tier_file.read_text()).get("seconds", {})
     (root / TIMES).write_text(json.dumps(times, indent=1, ensure_ascii=False) + "\n")
 
 
