@@ -30,7 +30,7 @@ import math
 import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 import numpy as np
 import torch
@@ -95,46 +95,33 @@ _DEFAULTS: dict[str, Any] = dict(
 )
 
 
-@overload
-def decide(
-    claims: Claim,
-    measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
-    *,
-    better: str | Mapping[str, str] | None = None,
-    quantile: float = 0.25,
-    confidence: float | None = None,
-    log: ClaimLog | None = None,
-    show: bool = True,
-    timed: bool | None = None,
-    device: torch.device | str | None = None,
-    threads: int | None = None,
-    warmup: int | None = None,
-    block_s: float | None = None,
-    min_rounds: int | None = None,
-    max_rounds: int | None = None,
-    budget_s: float | None = None,
-) -> Verdict: ...
+class DecideOptions(TypedDict, total=False):
+    """The keyword options of :func:`decide` (its docstring says what each does), for the overloads' signatures."""
+
+    better: str | Mapping[str, str] | None
+    quantile: float
+    confidence: float | None
+    log: ClaimLog | None
+    show: bool
+    timed: bool | None
+    device: torch.device | str | None
+    threads: int | None
+    warmup: int | None
+    block_s: float | None
+    min_rounds: int | None
+    max_rounds: int | None
+    budget_s: float | None
+
+
+Measured = Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict
 
 
 @overload
-def decide(
-    claims: Sequence[Claim],
-    measured: Mapping[str, Callable[[], object]] | Mapping[str, Sequence[float]] | Verdict,
-    *,
-    better: str | Mapping[str, str] | None = None,
-    quantile: float = 0.25,
-    confidence: float | None = None,
-    log: ClaimLog | None = None,
-    show: bool = True,
-    timed: bool | None = None,
-    device: torch.device | str | None = None,
-    threads: int | None = None,
-    warmup: int | None = None,
-    block_s: float | None = None,
-    min_rounds: int | None = None,
-    max_rounds: int | None = None,
-    budget_s: float | None = None,
-) -> list[Verdict]: ...
+def decide(claims: Claim, measured: Measured, **options: Unpack[DecideOptions]) -> Verdict: ...
+
+
+@overload
+def decide(claims: Sequence[Claim], measured: Measured, **options: Unpack[DecideOptions]) -> list[Verdict]: ...
 
 
 def decide(
