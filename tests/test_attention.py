@@ -87,6 +87,9 @@ def test_softmax_traffic_equals_the_byte_counter(rows, columns):
         (lambda: attention.sdpa_backend_name("aten::_scaled_dot_product_cudnn_attention"), "op_names must be"),
         (lambda: attention.sdpa_backend_name(["aten::mm", "aten::_softmax"]), "no scaled_dot_product_attention"),
         (lambda: attention.sdpa_backend_name([], flash_impl=3), "flash_impl"),
+        (lambda: attention.cudnn_version_name("9.19.0"), "version must be a cuDNN version number"),
+        (lambda: attention.cudnn_version_name(919), "version must be"),
+        (lambda: attention.cudnn_version_name(True), "version must be"),
     ],
 )
 def test_bad_input_is_a_clear_error(call, message):
@@ -150,3 +153,14 @@ def test_cpu_caches_reads_sysfs_and_skips_instruction_caches(tmp_path):
         (folder / "size").write_text(f"{size}\n")
     assert cpu_caches(tmp_path) == {"L1": 48 * 2**10, "L2": 2 * 2**20, "L3": 96 * 2**20}
     assert cpu_caches(tmp_path / "missing") == {}
+
+
+@pytest.mark.parametrize(
+    "number, name",
+    [(91900, "9.19.0"), (91501, "9.15.1"), (90100, "9.1.0"), (92400, "9.24.0"), (8907, "8.9.7"), (8600, "8.6.0")],
+)
+def test_cudnn_version_numbers_are_decoded_as_cudnn_version_h_encodes_them(number, name):
+    # cudnn_version.h: CUDNN_VERSION = major*10000 + minor*100 + patch from cuDNN 9, major*1000 + ... before
+    assert attention.cudnn_version_name(number) == name
+    major, minor, patch = (int(x) for x in name.split("."))
+    assert number == (major * 10000 if major >= 9 else major * 1000) + minor * 100 + patch

@@ -17,11 +17,15 @@ Taught in notebook `fused_attention`.
 machine and the inputs, so :func:`sdpa_backend` asks ``torch.profiler`` which one ran: on a CPU PyTorch's own
 tiled ("flash") kernel; on an NVIDIA GPU the first of PyTorch's priority order that accepts the inputs
 (``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``, ``priority_order`` and
-``check_prefer_cudnn_attention``): with a runtime cuDNN of 9.15.1 or newer on compute capability 9.x or 10.x
+``check_prefer_cudnn_attention``, as of PyTorch 2.14, the version ``constraints.txt`` pins; the rule changes between
+releases: PyTorch 2.5 put cuDNN's attention first on H100s, pytorch/pytorch#138522 made it opt-in after bugs,
+#162073 made it the default again on compute capability 9.0 and 10.0, and the cuDNN 9.15.1 floor, #169849, came
+later): with a runtime cuDNN of 9.15.1 or newer on compute capability 9.x or 10.x
 (H100, H200, B200; builds for CUDA 12 only x.0 and x.3) cuDNN's attention comes first, then FlashAttention-2, the
 memory-efficient kernel and the math fallback, unless ``TORCH_CUDNN_SDPA_DEPRIORITIZED=1``; elsewhere
 FlashAttention-2 comes first (16-bit inputs on an A100 or newer), then the memory-efficient kernel (float32
-inputs, or older GPUs), then math.
+inputs, or older GPUs), then math. :func:`cudnn_version_name` turns the number ``torch.backends.cudnn.version()``
+reports into the release it names.
 """
 
 from __future__ import annotations
@@ -224,3 +228,16 @@ def sdpa_backend(
                 torch.nn.functional.scaled_dot_product_attention(q, k, v)
     current = getattr(torch.nn.attention, "current_flash_attention_impl", lambda: None)
     return sdpa_backend_name((e.name for e in prof.events()), current(), torch.version.hip is not None)
+
+
+def cudnn_version_name(version: int) -> str:
+    """The cuDNN release a ``torch.backends.cudnn.version()`` number names: 91900 is "9.19.0", 8907 "8.9.7".
+
+    Taught in notebook `fused_attention`. cuDNN's ``cudnn_version.h`` defines ``CUDNN_VERSION`` as
+    major·10000 + minor·100 + patch from cuDNN 9 on, and as major·1000 + minor·100 + patch before it.
+    """
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1000:
+        raise ValueError(f"version must be a cuDNN version number such as 91900 (cuDNN 9.19.0), got {version!r}")
+    if version >= 90000:
+        return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+    return f"{version // 1000}.{version // 100 % 10}.{version % 100}"
