@@ -339,6 +339,19 @@ def test_sharded_state_matches_the_zero_paper_and_hand_worked_cases():
             memory_model.ParallelLayout(**bad)
 
 
+def test_megatron_fp32_gradients_hold_18_bytes_and_its_distributed_optimizer_6_plus_12_over_d():
+    """Megatron-LM's docs/source/api-guide/dist_optimizer.md, row "float16 param, fp32 grads": 18 bytes per
+    parameter without the distributed optimizer, 6 + 12/d with it (ZeRO-1 over d data-parallel ranks)."""
+    recipe = "mixed adam, fp32 grads"
+    assert memory_model.bytes_per_parameter(recipe).total == 18
+    for d in (1, 2, 8, 64):
+        held = memory_model.sharded_state_bytes(64e9, recipe, memory_model.ParallelLayout(data=d, zero=1))
+        assert sum(held.values()) == (6 + 12 / d) * 64e9
+    replicated = memory_model.sharded_state_bytes(64e9, recipe, memory_model.ParallelLayout(data=8))
+    assert sum(replicated.values()) == 18 * 64e9
+    assert memory_model.checkpoint_bytes_per_parameter(recipe) == 2 + 4 + 4 + 4  # gradients are not saved
+
+
 def test_a_layout_divides_activations_by_the_tensor_degree_only():
     sizes = dict(batch=1, seq_len=4096, d_model=4096, n_layers=32, vocab=32000)
     whole = memory_model.estimate_transformer_training(7_000_000_000, "mixed adam", **sizes)
@@ -383,7 +396,7 @@ def test_a_checkpoint_saves_14_bytes_beside_a_master_copy_and_12_under_fsdp2():
 
     per = memory_model.checkpoint_bytes_per_parameter
     assert per("fp32 adam") == 4 + 8
-    assert per("mixed adam") == 2 + 4 + 4 + 4  # Megatron-LM, DeepSpeed ZeRO: 16-bit weights + fp32 master + moments
+    assert per("mixed adam") == 2 + 4 + 4 + 4  # Megatron-LM, DeepSpeed ZeRO-1/2: 16-bit weights + fp32 master + moments
     assert per("mixed adam, fp32 params") == 4 + 4 + 4  # FSDP2: the fp32 sharded weights are the master copy
     x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
 

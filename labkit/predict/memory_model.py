@@ -25,11 +25,16 @@ class StateBytes(Result):
         return self.parameters + self.gradients + self.optimizer
 
 
-# Bytes per parameter. Mixed precision comes in two layouts, 16 bytes of state either way (the same as plain fp32
-# Adam: mixed precision saves activation memory and time, not state):
+# Bytes per parameter. Mixed precision comes in three layouts, 16 or 18 bytes of state (plain fp32 Adam holds 16:
+# mixed precision saves activation memory and time, not state):
 # - "mixed adam": the model's own weights and gradients are bf16/fp16 and the optimizer keeps an fp32 master copy
 #   beside its fp32 moments, 2 + 2 + 4 + 4 + 4 (Rajbhandari et al., 2020, section 3.1; Megatron-LM's
 #   Float16OptimizerWithFloat16Params, DeepSpeed ZeRO's fp32 partitions, labkit's MixedPrecisionAdam);
+# - "mixed adam, fp32 grads": as "mixed adam", but the gradients are accumulated and reduced in an fp32 buffer,
+#   2 + 4 + 12 = 18: Megatron-LM's layout for bf16 training (it reduces gradients in fp32 unless given
+#   --grad-reduce-in-bf16). Its distributed optimizer (ZeRO-1) shards the 12 bytes of fp32 main parameters and
+#   moments over the d data-parallel ranks: 6 + 12/d (Megatron-LM's docs/source/api-guide/dist_optimizer.md, the
+#   row "float16 param, fp32 grads");
 # - "mixed adam, fp32 params": the model's own (sharded) weights stay fp32 and serve as the master copy; 16-bit
 #   copies exist only while a layer computes, and its gradients come back in fp32: 4 + 4 + 8. PyTorch's FSDP2
 #   (``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=torch.bfloat16)``: "the optimizer step uses the sharded
@@ -44,6 +49,7 @@ RECIPES: dict[str, StateBytes] = {
     "fp32 sgd-momentum": StateBytes(4, 4, 4),
     "fp32 adam": StateBytes(4, 4, 8),
     "mixed adam": StateBytes(2, 2, 12),
+    "mixed adam, fp32 grads": StateBytes(2, 4, 12),
     "mixed adam, fp32 params": StateBytes(4, 4, 8),
 }
 
@@ -67,12 +73,15 @@ def checkpoint_bytes_per_parameter(recipe: str) -> float:
     optimizer's state. Gradients are not saved (the next step computes them afresh). Taught in notebook `checkpoints`.
 
     - ``"fp32 adam"``: 4 + 8 = 12;
-    - ``"mixed adam"``, a 16-bit model beside an fp32 master copy: the model's 2 plus the optimizer's master copy
-      and two moments, 4 + 4 + 4, so 14. Megatron-LM saves the model's 16-bit weights and the state of its
-      ``Float16OptimizerWithFloat16Params`` (``fp32_from_fp16_params`` and Adam's moments); DeepSpeed ZeRO saves the
-      16-bit module and each rank's fp32 partition of master weights and moments;
+    - ``"mixed adam"`` (and ``"mixed adam, fp32 grads"``), a 16-bit model beside an fp32 master copy: the model's 2
+      plus the optimizer's master copy and two moments, 4 + 4 + 4, so 14. Megatron-LM saves the model's 16-bit
+      weights and the state of its ``Float16OptimizerWithFloat16Params`` (``fp32_from_fp16_params`` and Adam's
+      moments); DeepSpeed ZeRO stages 1 and 2 save the 16-bit module beside each rank's fp32 partition of master
+      weights and moments;
     - ``"mixed adam, fp32 params"``, PyTorch's FSDP2 with a ``MixedPrecisionPolicy``: the fp32 sharded parameters are
-      the model's own and the master copy at once (bf16 only for compute), so 4 + 4 + 4 = 12.
+      the model's own and the master copy at once (bf16 only for compute), so 4 + 4 + 4 = 12. DeepSpeed ZeRO-3
+      saves about as much: its module's 16-bit parameters are partitioned, so the saved module state holds empty
+      tensors (deepspeedai/DeepSpeed#2413), and ``zero_to_fp32.py`` rebuilds the weights from the fp32 partitions.
     """
     per = bytes_per_parameter(recipe)
     return per.parameters + per.optimizer
@@ -144,7 +153,8 @@ def sharded_state_bytes(n_params: float, recipe: str, layout: ParallelLayout) ->
     Taught in notebook `memory`. Tensor and pipeline parallelism divide all three by tensor·pipeline; ZeRO stage 1, 2, 3
     then divides the optimizer state, the gradients, the parameters by the data degree (Rajbhandari et al., 2020,
     section 5: with mixed-precision Adam, 16 bytes per parameter become 4 + 12/N at stage 1, 2 + 14/N at stage 2,
-    16/N at stage 3). Layers that every tensor-parallel rank repeats (layer norms, biases of row-parallel layers)
+    16/N at stage 3; with Megatron-LM's fp32 gradients, ``"mixed adam, fp32 grads"``, stage 1 is its distributed
+    optimizer's 6 + 12/N). Layers that every tensor-parallel rank repeats (layer norms, biases of row-parallel layers)
     are a rounding error and are left out.
     """
     per = bytes_per_parameter(recipe)

@@ -108,31 +108,33 @@ def load(
     Taught in notebook `checkpoints`.
 
     A missing file, one that is cut short or corrupt, one that is not a labkit checkpoint, or one written by a
-    model of another shape is a :class:`~labkit.core.errors.CheckpointError` that says which and what to do.
+    model of another shape is a :class:`~labkit.core.errors.CheckpointError` that says which and what to do. It
+    names the file, not its folder (the caller named that), and gives the first sentence of torch's own reason.
     """
     path = Path(path)
     if not path.is_file():
         near = sorted(p.name for p in path.parent.glob("*")) if path.parent.is_dir() else []
         raise CheckpointError(
-            f"no checkpoint at {path}; its folder holds {near or 'nothing'} (start without one, or name a file "
+            f"no checkpoint at {path.name}; its folder holds {near or 'nothing'} (start without one, or name a file "
             "that save() wrote)"
         )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a truncated or damaged zip archive
+        reason = str(exc).split(". ")[0].rstrip(".")  # torch's first sentence says what failed; the rest is advice
         raise CheckpointError(
-            f"{path} is not a complete checkpoint (cut short or corrupt: {type(exc).__name__}: {exc}); use an "
-            "earlier one (resume() does)"
+            f"{path.name} is not a complete checkpoint (cut short or corrupt: {type(exc).__name__}: {reason}); use "
+            "an earlier one (resume() does)"
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} was not written by labkit's save() (no {FORMAT!r} format mark)")
+        raise CheckpointError(f"{path.name} was not written by labkit's save() (no {FORMAT!r} format mark)")
     ours, theirs = fingerprint(model), state["fingerprint"]
     if ours != theirs:
         missing = sorted(set(theirs) - set(ours))[:3]
         extra = sorted(set(ours) - set(theirs))[:3]
         shapes = [f"{k}: {theirs[k]} in the file, {ours[k]} here" for k in ours if k in theirs and ours[k] != theirs[k]]
         raise CheckpointError(
-            f"{path} holds another model's state: "
+            f"{path.name} holds another model's state: "
             + "; ".join(
                 part
                 for part in (
@@ -146,7 +148,7 @@ def load(
     model.load_state_dict(state["model"])
     if optimizer is not None:
         if state["optimizer"] is None:
-            raise CheckpointError(f"{path} holds no optimizer state; load it without an optimizer")
+            raise CheckpointError(f"{path.name} holds no optimizer state; load it without an optimizer")
         optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])
     if generator is not None and state["data_rng"] is not None:
@@ -182,7 +184,7 @@ def resume(
         except CheckpointError as exc:
             if "another model" in str(exc):
                 raise
-            skipped.append(f"{path.name}: {exc}")
+            skipped.append(str(exc))  # the message begins with the file's name
     return None, skipped
 
 
@@ -199,9 +201,10 @@ def write_file(path: str | Path, nbytes: int, fsync: bool = True) -> int:
     """Write ``nbytes`` to ``path`` in 8 MiB calls, then (``fsync``) wait until the disk has them. Returns bytes.
 
     Taught in notebook `checkpoints`. Without ``fsync`` the call returns once the bytes are in the page cache.
-    The file is always a new one (an old one at ``path`` is removed first): ext4 writes a file that is truncated
-    and rewritten out to the disk when it is closed (its ``auto_da_alloc`` heuristic), which would make a write
-    without ``fsync`` look like one with it.
+    The file is always a new one (an old one at ``path`` is removed first): when a file that was truncated and
+    rewritten is closed, ext4 starts writing it back (its ``auto_da_alloc`` default: ``ext4_release_file`` calls
+    ``ext4_alloc_da_blocks``, which calls ``filemap_flush`` to start the writes without waiting for them; Linux's
+    fs/ext4/file.c and inode.c), which would put part of the disk's time into a write without ``fsync``.
     """
     if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 1:
         raise ValueError(f"nbytes must be a positive integer, got {nbytes!r}")
