@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import labkit
+from labkit.lab.notebook_sizes import SIZES
 from labkit.parallel import distributed, expert_parallel
 from labkit.workloads import experts
 
@@ -35,7 +36,8 @@ def test_an_expert_is_six_width_hidden_flops_per_token_by_the_counter():
 
 
 def _swiglu(x, w1, w3, w2):
-    """Mixtral's expert as transformers writes it: w2(act_fn(w1(x)) * w3(x)), act_fn SiLU, as Linear layers."""
+    """Mixtral's expert as transformers 4.x's MixtralBlockSparseTop2MLP and mistral_inference's FeedForward write it:
+    w2(act_fn(w1(x)) * w3(x)), act_fn SiLU, as Linear layers."""
     act = torch.nn.SiLU()
     lin = torch.nn.functional.linear  # Linear stores (out, in): the transposes of the layer's (in, out) matrices
     return lin(act(lin(x, w1.T)) * lin(x, w3.T), w2.T)
@@ -99,6 +101,14 @@ def test_uniform_routing_formulas_match_many_random_batches():
     assert abs(np.mean(drops) - expected) < 4 * np.std(drops) / math.sqrt(len(drops))
 
 
+def test_the_numbers_of_exercise_4s_folded_solution_in_both_profiles():
+    """The solution states E·(1 − (1 − k/E)^8) and its ratio to k for the quick and the full profile's layer."""
+    for profile, (touched, ratio) in {"quick": (10.5, 5.25), "full": (12.9, 6.45)}.items():
+        m = SIZES["mixture_of_experts"][profile].model
+        expected = experts.expected_distinct_experts(8, m["experts"], m["top_k"])
+        assert (round(expected, 1), round(expected / m["top_k"], 2)) == (touched, ratio), profile
+
+
 def test_expected_values_at_their_limits():
     assert experts.expected_distinct_experts(1, 8, 2) == pytest.approx(2)
     assert experts.expected_distinct_experts(1000, 8, 2) == pytest.approx(8)
@@ -146,6 +156,9 @@ def test_expert_parallel_on_two_ranks_equals_the_whole_layer_and_counts_its_byte
         assert r["max_error"] < 1e-5
         assert r["dispatch_bytes_received"] == other["sent_remote"] * 32 * 4
         assert r["combine_bytes_received"] == r["sent_remote"] * 32 * 4
+        # the routing metadata, apart from the rows: an int64 expert id per row, and 2 ranks' counts 3 times
+        assert r["ids_bytes_received"] == other["sent_remote"] * 8
+        assert r["counts_bytes_received"] == 3 * 1 * 8
         assert 0 < r["sent_remote"] < r["assignments"] == 400
     with pytest.raises(distributed.DistributedRunError, match="divide evenly"):
         distributed.launch(expert_parallel.expert_parallel_check, 2, width=8, hidden=8, experts=3, top_k=1, tokens=4)

@@ -246,7 +246,11 @@ PREDICTIONS: dict[str, Prediction] = {
     ),
     "input_size.4": Prediction(1.5, "the score matrix has T x T entries for every head"),
     "fused_attention.4": Prediction(1.5, "the FLOPs and the score traffic both grow as T²"),
-    "mixture_of_experts.4": Prediction(1.5, "a step reads the experts its tokens chose: expected_distinct_experts / k"),
+    "mixture_of_experts.4": Prediction(
+        1.5,
+        "a step reads the experts its 8 tokens chose: E·(1 − (1 − k/E)^8) / k with this layer's E and k, "
+        "experts.expected_distinct_experts(8, E, k) / k (on a GPU the batch-1 step is launch-bound: section 5)",
+    ),
     "generating_images.4": Prediction(1.25, "the network runs once per step; the rest of the loop is small"),
     "model_size.4": Prediction(1.5, "the matmul weights grow as d²; count both models' FLOPs with labkit.count_flops"),
     "memory.4": Prediction(1.05, "Adam keeps two float32 numbers (exp_avg, exp_avg_sq) per parameter"),

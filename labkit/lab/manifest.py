@@ -268,7 +268,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "a top-k routed MoE layer: FLOPs per token flat and parameters linear in the experts, exact; expert "
             "capacity and dropped tokens, against a binomial; experts touched per decode step at batch B and the "
             "bytes and time that follow; Mixtral and DeepSeek-V3 decode bytes; expert parallelism's all-to-all "
-            "on two gloo ranks, bytes predicted and counted"
+            "on two ranks (gloo on CPUs, NCCL on GPUs), bytes predicted and counted"
         ),
         gpu_adds="decode steps against HBM bandwidth; the all-to-all on NCCL",
         teaching_notes=(

@@ -6,7 +6,9 @@ tokens with the (replicated) router, sends each (token, expert) assignment to th
 ``torch.distributed.all_to_all_single`` (the dispatch), runs its local experts on what it received, sends the results
 back the same way (the combine) and adds them up with the router's weights: GShard's layout (Lepikhin et al., 2021).
 It returns its output's largest difference from the same layer run whole in one process, and the bytes that crossed
-between ranks, counted from the tensors each all-to-all delivered.
+between ranks, counted from the tensors each all-to-all delivered: the activation rows of the dispatch and of the
+combine, and apart from them the routing metadata, each row's expert id (an int64) and the counts per rank that go
+before each of the three all-to-alls of rows (``n`` int64s from every rank).
 """
 
 from __future__ import annotations
@@ -76,4 +78,7 @@ def expert_parallel_check(
         dispatch_bytes_received=(rows.shape[0] - recv_counts[ctx.rank]) * row_bytes,
         combine_bytes_received=(back.shape[0] - send_counts[ctx.rank]) * row_bytes,
         row_bytes=row_bytes,
+        # the routing metadata from other ranks: an expert id per dispatched row, and n counts before each exchange
+        ids_bytes_received=(expert_of.shape[0] - recv_counts[ctx.rank]) * flat.element_size(),
+        counts_bytes_received=3 * (n - 1) * torch.int64.itemsize,
     )

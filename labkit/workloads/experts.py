@@ -7,10 +7,13 @@ Taught in notebook `mixture_of_experts`.
   softmaxed into weights (as in Mixtral, Jiang et al., "Mixtral of Experts", 2024), and each expert is run only on
   the tokens routed to it. Each expert is Mixtral's SwiGLU feed-forward block, (SiLU(x·W1) ⊙ (x·W3))·W2: a gate W1
   and an up projection W3 of width × hidden and a down projection W2 of hidden × width, so 3·width·hidden
-  parameters and 6·width·hidden FLOPs per token (transformers' ``MixtralBlockSparseTop2MLP``, Mistral's reference
-  code). With ``capacity_factor`` set, an expert takes at most :func:`expert_capacity` tokens per batch and the rest
-  of its assignments are dropped (the token keeps its other experts, or passes through the residual connection):
-  Switch Transformer's rule (Fedus et al., JMLR 2022), generalised to top-k as GShard does (Lepikhin et al., 2021).
+  parameters and 6·width·hidden FLOPs per token: ``w1``, ``w3`` and ``w2`` of transformers 4.x's
+  ``MixtralBlockSparseTop2MLP`` (in transformers v5 the experts are one ``MixtralExperts`` module, its
+  ``gate_up_proj`` (E, 2·hidden, width) the gates and up projections stacked, its ``down_proj`` (E, width, hidden)),
+  and of ``FeedForward`` in Mistral's reference code, mistral_inference/transformer_layers.py. With
+  ``capacity_factor`` set, an expert takes at most :func:`expert_capacity` tokens per batch and the rest of its
+  assignments are dropped (the token keeps its other experts, or passes through the residual connection): Switch
+  Transformer's rule (Fedus et al., JMLR 2022), generalised to top-k as GShard does (Lepikhin et al., 2021).
 - The router is initialised with orthonormal rows, so for tokens drawn from a standard normal the experts' scores
   are independent and identically distributed: every set of ``top_k`` experts is equally likely. That makes the
   uniform-routing formulas below (:func:`expected_distinct_experts`, :func:`expected_dropped`) exact in
@@ -88,7 +91,8 @@ class MoE(nn.Module):
         self.capacity_factor = capacity_factor
         self.router = nn.Linear(width, experts, bias=False)
         nn.init.orthogonal_(self.router.weight)  # orthonormal rows (experts <= width): i.i.d. scores, see above
-        # Mixtral's names (MixtralBlockSparseTop2MLP): w1 the gate, w3 the up projection, w2 the down projection
+        # Mixtral's names (transformers 4.x's MixtralBlockSparseTop2MLP, mistral_inference's FeedForward): w1 the
+        # gate, w3 the up projection, w2 the down projection; transformers v5 stacks w1 and w3 as gate_up_proj
         self.w1 = nn.Parameter(torch.randn(experts, width, hidden) / math.sqrt(width))
         self.w3 = nn.Parameter(torch.randn(experts, width, hidden) / math.sqrt(width))
         self.w2 = nn.Parameter(torch.randn(experts, hidden, width) / math.sqrt(hidden))
@@ -149,8 +153,10 @@ def moe_parameters(width: int, hidden: int, experts: int) -> int:
     """Parameters of :class:`MoE`: the router (width·E) and E SwiGLU experts of 3·width·hidden each.
 
     Taught in notebook `mixture_of_experts`. An expert holds Mixtral's three matrices: the gate W1 and the up
-    projection W3 (width × hidden each) and the down projection W2 (hidden × width), as in transformers'
-    ``MixtralBlockSparseTop2MLP`` (Jiang et al., "Mixtral of Experts", 2024).
+    projection W3 (width × hidden each) and the down projection W2 (hidden × width), as in transformers 4.x's
+    ``MixtralBlockSparseTop2MLP`` (``w1``, ``w3``, ``w2``; in v5 ``MixtralExperts.gate_up_proj`` (E, 2·hidden, width)
+    and ``down_proj`` (E, width, hidden), the same numbers) and mistral_inference/transformer_layers.py's
+    ``FeedForward`` (Jiang et al., "Mixtral of Experts", 2024).
     """
     for name, value in dict(width=width, hidden=hidden, experts=experts).items():
         checks.whole(name, value)
