@@ -4,6 +4,7 @@ import ast
 import dataclasses
 import re
 
+import cell_shape
 import nbformat
 import pytest
 import render_docs
@@ -254,3 +255,28 @@ def test_every_size_a_notebook_reads_is_a_field_of_its_sizes(path):
     )
     read = {m.group(1) for m in re.finditer(r"\bcfg\.([A-Za-z_]\w*)", code)}
     assert read <= fields, f"{path.stem} reads sizes its class lacks: {sorted(read - fields)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_code_cell_shows_one_idea(path):
+    """At most 20 non-blank lines and three of {define claims, decide, table, record, plot} a code cell, outside the
+    cells tagged ``mechanism`` or ``calculator`` (tests/cell_shape.py; ``python tests/cell_shape.py`` prints the
+    statistics over all notebooks)."""
+    assert not cell_shape.offences(path), "split these cells where a new step begins: " + "; ".join(
+        cell_shape.offences(path)
+    )
+
+
+def test_the_cell_shape_rule_catches_a_long_busy_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    busy = "c = Claim('x', ratio('a', 'b') > 1)\nv = lab.decide(c, runs)\nlab.record('x', s=1)\nplt.show()\n"
+    tagged = nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(25)))
+    tagged.metadata["tags"] = ["mechanism"]
+    nb.cells = [nbformat.v4.new_code_cell("\n".join(f"x{i} = {i}" for i in range(21))), nbformat.v4.new_code_cell(busy),
+                tagged, nbformat.v4.new_code_cell("x = 1\n\n\n" * 20)]  # fmt: skip
+    path = tmp_path / "toy.ipynb"
+    nbformat.write(nb, path)
+    assert cell_shape.offences(path) == [
+        "toy[0]: 21 lines, jobs []",
+        "toy[1]: 4 lines, jobs ['define claims', 'decide', 'record', 'plot']",
+    ]
