@@ -10,6 +10,7 @@ estimate: Estimating a job before running it: probe a small portion, fit, extrap
 memory_model: Memory from first principles (notebooks `memory`, `batch_size`, `latency_throughput`, `checkpoints`
     and `estimating_a_job`): bytes of state per parameter for each training recipe and what a checkpoint of it
     saves, a transformer's training memory, a decoder's KV cache, and whether it fits a GPU.
+pipeline: The order a pipeline stage runs its micro-batches in: GPipe's and 1F1B's, and the activations each keeps.
 scaling: How cost grows with size: power laws and straight lines fitted to measured sizes.
 specs: Vendor figures in one table: datasheet ceilings, GPU memory sizes, interconnect links (notebooks
     `start_here`, `memory`, `multiple_gpus`, `estimating_a_job`).
