@@ -98,8 +98,11 @@ def test_the_commit_message_check_holds_subjects_to_72_characters():
 
     assert check_commit_msg.problems("serving_llms: print the scheduler loop itself\n\nThe body.\n") == []
     assert check_commit_msg.problems("tools: x\n# a git comment line\n") == []
+    assert check_commit_msg.problems("sharding, checkpoints: one idea per cell\n") == []
+    assert check_commit_msg.problems("fix: the thing, again\n") == []
     long = "serving_llms: " + "a" * 70
     assert any("at most 72" in p for p in check_commit_msg.problems(long))
     assert any("what it changes" in p for p in check_commit_msg.problems("Fixed some things in the notebook"))
+    assert any("what it changes" in p for p in check_commit_msg.problems("Fixed the notebook: it works now"))
     assert any("blank line" in p for p in check_commit_msg.problems("lab: a\nbody right away"))
     assert check_commit_msg.problems("# only comments\n") == ["the message is empty: a subject line is needed"]

@@ -1,4 +1,5 @@
-"""A commit message's shape: a subject of at most 72 characters, ``<notebook|floor|area>: what changed``, then a blank
+"""A commit message's shape: a subject of at most 72 characters, ``<notebook|floor|area>: what changed`` (or a list
+of areas, ``sharding, checkpoints: ...``), then a blank
 line before the body (the detail goes there). Run by pre-commit at the commit-msg stage (.pre-commit-config.yaml).
 
     python tools/check_commit_msg.py .git/COMMIT_EDITMSG
@@ -6,10 +7,12 @@ line before the body (the detail goes there). Run by pre-commit at the commit-ms
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 MAX_SUBJECT = 72
+AREAS = re.compile(r"^[\w.-]+(?:, [\w.-]+)*: \S")  # one area, or a list of them: 'sharding, checkpoints: ...'
 
 
 def problems(message: str) -> list[str]:
@@ -22,8 +25,8 @@ def problems(message: str) -> list[str]:
     subject, found = lines[0], []
     if len(subject) > MAX_SUBJECT:
         found.append(f"the subject is {len(subject)} characters; at most {MAX_SUBJECT} (the detail goes in the body)")
-    if ": " not in subject or " " in subject.split(": ", 1)[0]:
-        found.append("the subject starts with what it changes: '<notebook|floor|area>: what changed'")
+    if not AREAS.match(subject):
+        found.append("the subject starts with what it changes: '<notebook|floor|area>[, <another>]: what changed'")
     if len(lines) > 1 and lines[1].strip():
         found.append("a blank line separates the subject from the body")
     return found
