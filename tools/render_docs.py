@@ -199,13 +199,16 @@ def rendered(root: Path) -> dict[Path, str]:
     times = json.loads((root / TIMES).read_text())
     readme, guide = root / "README.md", root / "docs" / "instructor.md"
     text = fill(readme.read_text(), "map", readme_map(times), "README.md")
+    height = render_layout.levels(root / "labkit")  # the floors' order, read from their imports once
     text = fill(text, "quick times", quick_summary(times, readme=True), "README.md")
-    out = {readme: fill(text, "layout", render_layout.readme_block(root / "labkit"), "README.md", LAYOUT_SOURCE)}
+    out = {
+        readme: fill(text, "layout", render_layout.readme_block(root / "labkit", height), "README.md", LAYOUT_SOURCE)
+    }
     contributing = root / "CONTRIBUTING.md"
     out[contributing] = fill(contributing.read_text(), "tiers", tiers_table(times), "CONTRIBUTING.md", TIMES_SOURCE)
-    for floor in render_layout.floors(root / "labkit"):
+    for floor in height:
         init = root / "labkit" / floor / "__init__.py"
-        out[init] = render_layout.with_docstring(init, render_layout.floor_docstring(root / "labkit", floor))
+        out[init] = render_layout.with_docstring(init, render_layout.floor_docstring(root / "labkit", floor, height))
     text = fill(guide.read_text(), "running times", times_table(times), "docs/instructor.md")
     text = fill(text, "quick times", quick_summary(times, readme=False), "docs/instructor.md")
     out[guide] = fill(text, "goals", guide_goals(root / "notebooks"), "docs/instructor.md")

@@ -67,9 +67,9 @@ def levels(package: Path) -> dict[str, int]:
     return height
 
 
-def order_text(package: Path) -> str:
+def order_text(package: Path, height: dict[str, int] | None = None) -> str:
     """The floors lowest first, those of one height together: ``core`` ← ``predict``, ``claims`` ← ..."""
-    height = levels(package)
+    height = levels(package) if height is None else height
     tiers = [sorted(f for f in height if height[f] == h) for h in range(max(height.values()) + 1)]
     return " ← ".join(", ".join(f"`{f}`" for f in tier) for tier in tiers)
 
@@ -83,32 +83,35 @@ def _module_lines(package: Path, floor: str, indent: str) -> list[str]:
     return lines
 
 
-def _imports_line(package: Path, floor: str) -> str:
-    below = sorted(floor_imports(package, floor), key=lambda f: (levels(package)[f], f))
+def _imports_line(package: Path, floor: str, height: dict[str, int]) -> str:
+    below = sorted(floor_imports(package, floor), key=lambda f: (height[f], f))
     return f"{GENERATED_LEAD} {', '.join(below)}." if below else f"{GENERATED_LEAD} no other floor."
 
 
-def readme_block(package: Path) -> str:
+def readme_block(package: Path, height: dict[str, int]) -> str:
     """The README's drawing: floors top to bottom, each with what it imports and its modules."""
-    height = levels(package)
     lines = [
-        f"Floors, lowest first: {order_text(package).replace('`', '')}",
+        f"Floors, lowest first: {order_text(package, height).replace('`', '')}",
         "",
         "notebooks/*.ipynb  (import any floor)",
     ]
     for floor in sorted(height, key=lambda f: (-height[f], f)):
-        lines += ["", f"{floor}/  {first_line(package / floor / '__init__.py')} {_imports_line(package, floor)}"]
+        lines += [
+            "",
+            f"{floor}/  {first_line(package / floor / '__init__.py')} {_imports_line(package, floor, height)}",
+        ]
         lines += _module_lines(package, floor, "  ")
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def floor_docstring(package: Path, floor: str) -> str:
-    """A floor's ``__init__`` docstring: its first paragraph as written, then the generated part."""
+def floor_docstring(package: Path, floor: str, height: dict[str, int]) -> str:
+    """A floor's ``__init__`` docstring: its first paragraph as written, then the generated part (``height``: the
+    floors' :func:`levels`, computed once by the caller)."""
     path = package / floor / "__init__.py"
     doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
     lead = doc.split(f"\n\n{GENERATED_LEAD} ")[0].rstrip()
     generated = [
-        _imports_line(package, floor) + " Its modules (this part is written by tools/render_docs.py):",
+        _imports_line(package, floor, height) + " Its modules (this part is written by tools/render_docs.py):",
         "",
         *_module_lines(package, floor, ""),
     ]

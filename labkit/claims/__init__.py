@@ -8,7 +8,7 @@ verdicts: Verdicts on timing claims: the statistics behind :mod:`labkit.claims` 
 """
 
 from ..core.errors import ClaimContradicted, MeasurementError
-from .rounds import block_timer, calls_per_block, decide, rotated
+from .rounds import block_timer, calls_per_block, decide, measures, rotated
 from .statements import (
     CONTRADICTED,
     HOLDS,
@@ -48,6 +48,7 @@ __all__ = [
     "exponent",
     "fitted",
     "judge",
+    "measures",
     "noisy_run",
     "quantity",
     "ratio",

@@ -220,6 +220,15 @@ def decide(
     return results if many else results[0]
 
 
+def measures(measured: object) -> bool:
+    """Whether :func:`decide` would time ``measured`` (variants to call) rather than read rounds measured before.
+
+    Used by ``Lab.decide`` (notebook `start_here`) to pass the device and threads only where they apply; a bad
+    ``measured`` raises the error :func:`decide` would.
+    """
+    return _variants(measured) is not None
+
+
 def _variants(measured) -> Mapping[str, Callable[[], object]] | None:
     """The variants to measure, or None if ``measured`` is rounds already measured (checked here)."""
     if isinstance(measured, Verdict):

@@ -23,14 +23,14 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
 import torch
 
-from ..claims import Claim, Verdict
+from ..claims import Claim, Verdict, measures
 from ..claims import decide as claims_decide
 from ..core import environment, errors
 from ..core.device import usable_cores
@@ -78,10 +78,8 @@ class Lab:
         ``budget_s``, ...); one given here wins over the notebook's.
         """
         options.setdefault("log", self.log)
-        measures = isinstance(measured, Mapping) and bool(measured) and all(callable(v) for v in measured.values())
-        if measures and options.get("timed", True) is not False:
+        if measures(measured):  # rounds measured before (workers, an earlier verdict) take neither
             options.setdefault("device", self.device)  # timed variants are synchronised with this device
-        if measures:
             options.setdefault("threads", self.threads)
         return claims_decide(claims, measured, **options)
 
@@ -110,7 +108,7 @@ class Lab:
         set beside its own numbers (``ref["summary"]`` holds the results, ``ref["card"]`` the machine).
         Returns the references (an empty list, said so, when none are recorded yet).
         """
-        from .records import REFERENCE_DIRNAME, card_line, load_reference, project_root
+        from .records import REFERENCE_DIRNAME, card_line, load_reference, project_root  # looked up when called
 
         found = load_reference(self.name)
         if not found:
