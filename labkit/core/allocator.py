@@ -33,7 +33,7 @@ def keep_freed_memory() -> bool:
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to tune
+    except (OSError, AttributeError):  # elsewhere than glibc (musl, say): nothing to tune
         return False
     applied = all(mallopt(option, value) == 1 for option, value in _SETTINGS.items())
     return applied

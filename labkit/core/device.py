@@ -108,7 +108,7 @@ def _cpu_model() -> str:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
+    except OSError:  # elsewhere (macOS, Windows): what the platform module says, below
         pass
     return platform.processor() or platform.machine()
 
@@ -130,14 +130,16 @@ def cpu_features() -> list[str]:
     )
     try:
         text = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    except OSError:  # elsewhere (macOS, Windows): none listed
         return []
     match = re.search(r"^(flags|Features)\s*:\s*(.*)$", text, re.MULTILINE)
     flags = set(match.group(2).split()) if match else set()
     return [f for f in interesting if f in flags]
 
 
-def cpu_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+def cpu_caches(
+    root: str | Path = "/sys/devices/system/cpu/cpu0/cache",  # elsewhere: no such folder, so {}
+) -> dict[str, int]:
     """The data caches one core sees, {"L1": bytes, "L2": bytes, "L3": bytes}, as Linux reports them.
 
     Taught in notebook `fused_attention`. Each size is one cache's, shared or not (an L3 is usually shared by
@@ -162,7 +164,7 @@ def usable_cores() -> int:
     """CPU cores this process may run on (affinity-aware, so a container's limit shows)."""
     try:
         return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
+    except AttributeError:  # elsewhere (macOS, Windows): every core the machine has
         return os.cpu_count() or 1
 
 
@@ -170,7 +172,7 @@ def host_memory_bytes() -> int:
     """Total physical memory of the host in bytes."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
+    except (ValueError, OSError, AttributeError):  # elsewhere (Windows): 0, not known
         return 0
 
 
@@ -184,7 +186,7 @@ def available_memory_bytes(device: torch.device | str) -> int:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    except OSError:
+    except OSError:  # elsewhere (macOS, Windows): the total memory, below
         pass
     return host_memory_bytes()
 

@@ -36,7 +36,7 @@ def die_with_parent(parent_pid: int | None = None) -> None:
     if parent_pid is None:
         value = os.environ.get(PARENT_ENV, "").strip()
         parent_pid = int(value) if value.isdigit() else os.getppid()
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux"):  # elsewhere: nothing (each launcher stops its children itself)
         return
     import ctypes
 
@@ -57,7 +57,7 @@ def stop(procs: Iterable[subprocess.Popen], grace_s: float = 2.0) -> None:
     try:
         for p in procs:
             if p.poll() is None:
-                if hasattr(signal, "SIGCONT"):
+                if hasattr(signal, "SIGCONT"):  # elsewhere (Windows): no process can be paused, none continued
                     try:
                         os.kill(p.pid, signal.SIGCONT)
                     except ProcessLookupError:
@@ -106,6 +106,8 @@ def owned_tempdir(kind: str, dir: str | None = None) -> tempfile.TemporaryDirect
 
 
 def _pid_alive(pid: int) -> bool:
+    if os.name == "nt":  # elsewhere, os.kill(pid, 0) would stop it (Ctrl-C): it is taken for alive, its folder kept
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -28,7 +28,7 @@ from ..core import checks
 from ..core.device import sync
 from ..core.result import Result
 
-RAPL_ROOT = "/sys/class/powercap"
+RAPL_ROOT = "/sys/class/powercap"  # elsewhere (macOS, Windows): no such folder, so no counters and no RAPL reading
 
 
 def rapl_counters(root: str | Path = RAPL_ROOT) -> dict[str, tuple[Path, int]]:

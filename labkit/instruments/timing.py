@@ -276,7 +276,7 @@ def _cpu_jiffies() -> tuple[int, int, int] | None:
         with open("/proc/stat") as f:
             lines = f.read().splitlines()
         fields = [int(v) for v in lines[0].split()[1:9]]  # user nice system idle iowait irq softirq steal
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):  # elsewhere (no /proc/stat): None
         return None
     cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
     return fields[3] + fields[4], sum(fields), cpus

@@ -240,7 +240,10 @@ def faulty_worker(ctx: WorkerContext, fail_rank: int = 1, mode: str = "raise", a
             if mode == "raise":
                 raise RuntimeError(f"rank {ctx.rank} failed on purpose at step {step}")
             if mode == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
+                if hasattr(signal, "SIGKILL"):  # elsewhere (Windows) os.kill ends a process at once whatever the signal
+                    os.kill(os.getpid(), signal.SIGKILL)
+                else:
+                    os.kill(os.getpid(), signal.SIGTERM)
             if mode == "hang":
                 time.sleep(3600)
             if mode == "exit":

@@ -29,7 +29,7 @@ from ..core.procs import child_env, die_with_parent, owned_tempdir, stop
 def _threads(pid: int) -> list[int]:
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
+    except OSError:  # elsewhere (no /proc): the process alone
         return [pid]
 
 
@@ -38,12 +38,12 @@ def can_pin() -> bool:
 
     Taught in notebook `sharing_a_gpu`.
     """
-    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2  # elsewhere: False
 
 
 def set_affinity(pid: int, cpus: set[int]) -> None:
     """Pin every thread of process ``pid`` to ``cpus`` (Linux). Taught in notebook `sharing_a_gpu`."""
-    if not hasattr(os, "sched_setaffinity"):
+    if not hasattr(os, "sched_setaffinity"):  # elsewhere: an error saying so (the notebook asks can_pin() first)
         raise OSError("CPU affinity cannot be set on this platform (Linux only)")
     for tid in _threads(pid):
         try:
@@ -62,6 +62,8 @@ def set_nice(pid: int, nice: int) -> None:
     """
     if not -20 <= nice <= 19:
         raise ValueError(f"nice must be between -20 and 19, got {nice}")
+    if not hasattr(os, "setpriority"):  # elsewhere (Windows): an error saying so
+        raise OSError("niceness cannot be set on this platform (POSIX systems only)")
     for tid in _threads(pid):
         try:
             os.setpriority(os.PRIO_PROCESS, tid, nice)
@@ -152,7 +154,7 @@ class BackgroundTrainer:
         self._signal("SIGCONT")
 
     def _signal(self, name: str) -> None:
-        if not hasattr(signal, name):
+        if not hasattr(signal, name):  # elsewhere (Windows, no SIGSTOP or SIGCONT): an error saying so
             raise RuntimeError(f"this platform has no {name}: a trainer cannot be paused here")
         if self.proc is None:
             raise RuntimeError("the trainer was not started: call start() or enter it first")

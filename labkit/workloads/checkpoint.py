@@ -250,7 +250,7 @@ def file_system(path: str | Path) -> str | None:
     None where there is no such table (macOS, Windows). Taught in notebook `checkpoints`."""
     try:
         mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
+    except OSError:  # elsewhere (macOS, Windows): None, as the docstring says
         return None
     where = os.path.realpath(path)
     best, kind = "", None
@@ -291,7 +291,7 @@ def evict(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-        if hasattr(os, "posix_fadvise"):
+        if hasattr(os, "posix_fadvise"):  # elsewhere (macOS, Windows): the pages stay cached, the next read warm
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
