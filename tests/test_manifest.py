@@ -130,8 +130,8 @@ def test_inserting_a_notebook_touches_only_the_manifest_and_the_new_notebook(roo
 
     after = {rel: (copy / rel).read_bytes() for rel in before}
     edited = sorted(rel for rel in before if after[rel] != before[rel])
-    assert edited == ["README.md", "docs/instructor.md", "labkit/lab/manifest.py"]
-    for rel in ("README.md", "docs/instructor.md"):  # only inside their generated regions
+    assert edited == ["README.md", "docs/hosted.md", "docs/instructor.md", "labkit/lab/manifest.py"]
+    for rel in ("README.md", "docs/hosted.md", "docs/instructor.md"):  # only inside their generated regions
         assert _regions_removed(after[rel].decode()) == _regions_removed(before[rel].decode())
     readme = after["README.md"].decode()
     assert f"| 04 | [`{DUMMY}`](notebooks/{DUMMY}.ipynb) | Does it fit? (nothing but the manifest) |" in readme
