@@ -2,7 +2,7 @@
 
 labkit is built in floors, each a subpackage that imports only the floors below it (a test checks), lowest first:
 ``core`` ← ``claims``, ``predict`` ← ``instruments`` ← ``workloads`` ← ``lab``, ``parallel``, ``serving`` (the
-README's Layout section, written from the code, lists each floor's modules and what it imports).
+Layout section of CONTRIBUTING.md, written from the code, lists each floor's modules and what it imports).
 Most modules' docstrings name the notebooks that use them. The most used helpers are
 re-exported here: ``labkit.measure``, ``labkit.count_flops``, ``labkit.peak_memory``, ...
 Importing labkit changes nothing in the process; a notebook's settings are applied by one visible
@@ -44,6 +44,7 @@ __version__ = "0.1.0"
 # Loaded on first use, so that a process that only measures (a DDP worker, the background trainer) imports
 # neither matplotlib nor tqdm nor ipywidgets.
 _LAZY = {"plot_power_law": "lab.plots", "plot_roofline": "lab.plots", "progress": "lab.plots", "use_style": "lab.plots",
+         "log_ticks": "lab.plots", "place_labels": "lab.plots", "legend_below": "lab.plots",
          "interact": "lab.widgets"}  # fmt: skip
 FLOORS = ("core", "predict", "claims", "instruments", "workloads", "parallel", "serving", "lab")  # lowest first
 
@@ -88,7 +89,9 @@ __all__ = [
     "fit_power_law",
     "flops_by_operator",
     "interact",
+    "legend_below",
     "load_reference",
+    "log_ticks",
     "low_precision_dtype",
     "machine_card",
     "matmul_flops",
@@ -97,6 +100,7 @@ __all__ = [
     "measure_matmul_ceiling",
     "measure_roofline",
     "peak_memory",
+    "place_labels",
     "plot_power_law",
     "plot_roofline",
     "progress",

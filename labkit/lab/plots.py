@@ -1,136 +1,38 @@
-"""One plotting style for the whole suite, and the progress bar used by every sweep.
+"""One plotting style for the whole suite, the helpers that keep plots readable, and the progress bar.
 
-Small figures, log axes for sweeps, every axis labelled with its unit, and the Okabe–Ito palette
-(distinguishable with the common forms of colour blindness). :func:`audit_figure` checks a figure
-against these rules; with ``LABKIT_AUDIT_PLOTS=1`` (set by ``make test``) every ``plt.show()``
-checks the figures it shows and raises :class:`PlotStyleError` on a breach, so a notebook that
-draws an unlabelled axis fails its test.
+Figures sized for the book's column, log axes for sweeps with tick labels that read, point labels placed where
+they collide with nothing, legends off the data. The rules themselves and their audit are in
+:mod:`labkit.lab.plot_rules`.
 """
 
 from __future__ import annotations
 
-import re
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from cycler import cycler
-from matplotlib.category import StrCategoryConverter
-from matplotlib.colors import to_rgba
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.transforms import Bbox
 from tqdm.auto import tqdm
 
-from ..core import environment
-from ..core.errors import PlotStyleError
 from ..instruments.ceilings import Roofline
+from .plot_rules import MAX_WIDTH_IN as MAX_WIDTH_IN  # re-exported: labkit.start reaches the audit here
+from .plot_rules import MIN_GAP_PT, OKABE_ITO
+from .plot_rules import audit_figure as audit_figure
+from .plot_rules import audit_requested as audit_requested
+from .plot_rules import install_audit as install_audit
 
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
-AUDIT_ENV = "LABKIT_AUDIT_PLOTS"
-MAX_WIDTH_IN = 11.0  # JupyterLab's notebook column is about 1100 px wide; wider figures are shrunk, text with them
-MIN_FONT_PT = 7.0
-_UNIT = re.compile(r"\([^()]*\S[^()]*\)|\[[^\[\]]*\S[^\[\]]*\]")  # "(ms)", "[GB/s]"
-
-
-def _allowed_colour(rgba) -> bool:
-    r, g, b, a = rgba
-    if a == 0 or (abs(r - g) < 0.02 and abs(g - b) < 0.02):  # invisible, or a grey (black and white included)
-        return True
-    return any(max(abs(x - y) for x, y in zip(rgba[:3], to_rgba(c)[:3], strict=True)) < 0.02 for c in OKABE_ITO)
-
-
-def _colours(artist) -> list:
-    if isinstance(artist, mpl.lines.Line2D):
-        return [to_rgba(artist.get_color())]
-    if isinstance(artist, mpl.collections.Collection):
-        if artist.get_array() is not None:  # coloured by a colormap: checked by name below
-            return []
-        faces, edges = np.atleast_2d(artist.get_facecolor()), np.atleast_2d(artist.get_edgecolor())
-        return [tuple(c) for c in faces] + [tuple(c) for c in edges]
-    if isinstance(artist, mpl.patches.Patch):
-        return [artist.get_facecolor()]
-    return []
-
-
-def audit_figure(fig: mpl.figure.Figure) -> list[str]:
-    """The ways ``fig`` breaks the suite's rules (an empty list if none).
-
-    Every axis with numeric ticks has a label naming its unit, in parentheses or brackets ("time (ms)",
-    "batch size (samples)"); an axis of category names, an axis without ticks and an axis sharing its
-    neighbour's label are exempt. Colours come from the Okabe–Ito palette or are greys; colormaps are
-    perceptually uniform (viridis, cividis, ...). The figure is at most 11 inches wide and no text is
-    smaller than 7 points, so it reads at the notebook's default width.
-    """
-    problems = []
-    width = fig.get_size_inches()[0]
-    name = (fig.get_suptitle() if hasattr(fig, "get_suptitle") else "") or f"figure {fig.number}"
-    if width > MAX_WIDTH_IN:
-        problems.append(f"{name}: {width:.1f} in wide; at most {MAX_WIDTH_IN:g} in reads at the notebook's width")
-    for text in fig.findobj(mpl.text.Text):
-        if text.get_visible() and text.get_text().strip() and float(text.get_fontsize()) < MIN_FONT_PT:
-            problems.append(f"{name}: text {text.get_text()!r} is {text.get_fontsize():g} pt, below {MIN_FONT_PT:g}")
-    for ax in fig.axes:
-        if not ax.get_visible() or not ax.has_data():
-            continue
-        where = f"{name}, axes {ax.get_title() or fig.axes.index(ax)!r}"
-        for axis, shared in ((ax.xaxis, ax.get_shared_x_axes()), (ax.yaxis, ax.get_shared_y_axes())):
-            if isinstance(axis.get_converter(), StrCategoryConverter) or len(axis.get_ticklocs()) == 0:
-                continue
-            label = axis.get_label_text()
-            if not label.strip():
-                siblings = [s for s in shared.get_siblings(ax) if s is not ax]
-                if any((s.xaxis if axis is ax.xaxis else s.yaxis).get_label_text() for s in siblings):
-                    continue
-                problems.append(f"{where}: the {axis.axis_name} axis has no label")
-            elif not _UNIT.search(label):
-                problems.append(f"{where}: the {axis.axis_name} axis label {label!r} names no unit, e.g. 'time (ms)'")
-        for artist in ax.get_children():
-            if isinstance(artist, mpl.collections.Collection) and artist.get_array() is not None:
-                cmap = artist.get_cmap().name
-                if cmap not in ("viridis", "cividis", "magma", "inferno", "plasma", "Greys", "gray"):
-                    problems.append(f"{where}: colormap {cmap!r} is not perceptually uniform; use viridis or cividis")
-            for rgba in _colours(artist):
-                if not _allowed_colour(rgba):
-                    problems.append(f"{where}: colour {mpl.colors.to_hex(rgba)} is not in the Okabe–Ito palette")
-                    break
-    return list(dict.fromkeys(problems))
-
-
-def _audited_show(original):
-    def show(*args, **kwargs):
-        problems = [p for num in plt.get_fignums() for p in audit_figure(plt.figure(num))]
-        if problems:
-            message = "this figure breaks the suite's plotting rules:\n  " + "\n  ".join(problems)
-            if environment.get(AUDIT_ENV) == "warn":
-                print(f"labkit: {message}", file=sys.stderr)
-            else:
-                raise PlotStyleError(message)
-        return original(*args, **kwargs)
-
-    show.labkit_audited = True  # type: ignore[attr-defined]  # marks a show() already wrapped
-    return show
-
-
-def audit_requested() -> bool:
-    """True when ``LABKIT_AUDIT_PLOTS`` asks for the plot audit (``1`` raises on a breach, ``warn`` prints it)."""
-    return environment.get(AUDIT_ENV) in ("1", "warn")
-
-
-def install_audit() -> None:
-    """Make ``plt.show()`` audit every open figure first (``labkit.start`` does it when ``LABKIT_AUDIT_PLOTS`` is set).
-
-    ``LABKIT_AUDIT_PLOTS=1`` raises :class:`PlotStyleError` on a breach; ``=warn`` prints it instead.
-    """
-    if not getattr(plt.show, "labkit_audited", False):
-        plt.show = _audited_show(plt.show)
+BOOK_FIGSIZE_IN = (8.4, 4.2)  # at 100 dpi, 840 px: the book's column at full size (plot_rules.MAX_WIDTH_IN)
 
 
 def use_style() -> None:
     """Apply the suite's matplotlib style (``labkit.start`` does it)."""
     mpl.rcParams.update(
         {
-            "figure.figsize": (6.4, 3.8),
+            "figure.figsize": BOOK_FIGSIZE_IN,
             "figure.dpi": 100,
             "axes.prop_cycle": cycler(color=OKABE_ITO),
             "axes.grid": True,
@@ -148,16 +50,155 @@ def progress(iterable: Iterable | None = None, desc: str = "", total: int | None
     return tqdm(iterable, desc=desc, total=total, **kwargs)
 
 
+def _number(value: float, _pos=None) -> str:
+    """A log-axis tick as a plain number where one reads ("20", "0.5"), else as a power of ten ("2×10⁶")."""
+    if value <= 0:
+        return ""
+    if 1e-3 <= value < 1e5:
+        return f"{value:g}"
+    exponent = int(np.floor(np.log10(value) + 1e-9))
+    mantissa = round(value / 10**exponent, 6)
+    return f"$10^{{{exponent}}}$" if mantissa == 1 else f"${mantissa:g}\\times10^{{{exponent}}}$"
+
+
+class _ReadableLogLocator(LogLocator):
+    """Major ticks at 1×10ᵏ where that gives two or more, else at 1, 2 and 5×10ᵏ, else at every integer × 10ᵏ."""
+
+    def tick_values(self, vmin, vmax):
+        lo, hi = sorted((vmin, vmax))
+        ticks: Sequence[float] = []
+        for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(float(k) for k in range(1, 10))):
+            self.set_params(subs=subs)
+            ticks = super().tick_values(vmin, vmax)
+            if sum(lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9) for t in ticks) >= 2:
+                break
+        return ticks
+
+
+def log_ticks(ax: plt.Axes) -> plt.Axes:
+    """Give each log axis of ``ax`` tick labels that read: major ticks only, as plain numbers where they fit.
+
+    Matplotlib labels minor ticks ("2×10¹ 3×10¹ 4×10¹") on a log axis spanning under a decade, and they crowd
+    at a panel's width; this labels 1×10ᵏ, or 1, 2 and 5×10ᵏ on a short axis, and leaves minor ticks bare.
+    Call it after plotting. Taught in notebook `serving_llms`.
+    """
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_major_locator(_ReadableLogLocator(base=10))
+            axis.set_major_formatter(FuncFormatter(_number))
+            axis.set_minor_formatter(NullFormatter())
+    return ax
+
+
+# Where a point's label may go, tried in this order: (dx, dy) in points from the point, and the alignment that
+# keeps the text on that side of it. The near spots first, then the diagonal ones farther out, with a leader line.
+_NEAR_SPOTS = [
+    (5, 3, "left", "bottom"),
+    (5, -3, "left", "top"),
+    (-5, 3, "right", "bottom"),
+    (-5, -3, "right", "top"),
+    (0, 7, "center", "bottom"),
+    (0, -7, "center", "top"),
+    (8, 0, "left", "center"),
+    (-8, 0, "right", "center"),
+]
+_LABEL_SPOTS = _NEAR_SPOTS + [(dx * 3, dy * 4, ha, va) for dx, dy, ha, va in _NEAR_SPOTS[:4]]
+
+
+def _figure(ax: plt.Axes) -> mpl.figure.Figure:
+    """The figure ``ax`` is drawn in (the root one where ``ax`` sits in a subfigure)."""
+    fig = ax.figure
+    while not isinstance(fig, mpl.figure.Figure):
+        fig = fig.figure
+    return fig
+
+
+def _overlap_area(a: Bbox, b: Bbox) -> float:
+    return max(0.0, min(a.x1, b.x1) - max(a.x0, b.x0)) * max(0.0, min(a.y1, b.y1) - max(a.y0, b.y0))
+
+
+def place_labels(ax: plt.Axes, xys: Sequence[tuple[float, float]], labels: Sequence[str], fontsize: float = 8) -> list:
+    """Label data points so that no label covers another, a point, a drawn line or the axes' edge.
+
+    Each label tries a fixed list of spots around its point (right and above first) and takes the first that
+    collides with nothing, else the least colliding one; far spots get a leader line. Like matplotlib's
+    ``legend(loc="best")``, it is a search over candidate places, so the same data always gives the same
+    picture (adjustText's iterative repulsion would add a dependency and scipy to every learner's install).
+    Call it after the axes' scales and limits are set. Returns the annotations. :func:`plot_roofline` uses it
+    for its points (notebooks `start_here`, `batch_size` and `serving_llms`).
+    """
+    if len(xys) != len(labels):
+        raise ValueError(f"place_labels needs one label per point; got {len(xys)} points and {len(labels)} labels")
+    fig = _figure(ax)
+    fig.draw_without_rendering()  # fixes the limits and the axes' place, which the boxes depend on
+    px = fig.dpi / 72
+    gap = MIN_GAP_PT * px  # around each box, so two boxes end up twice the audit's gap apart
+    frame = ax.get_window_extent()
+    taken = [mpl.text.Text.get_window_extent(t).padded(gap) for t in ax.texts if t.get_visible()]
+    marks = [Bbox.from_bounds(x - 4 * px, y - 4 * px, 8 * px, 8 * px) for x, y in ax.transData.transform(xys)]
+    lines = [
+        line.get_transform().transform_path(line.get_path())
+        for line in ax.get_lines()
+        if line.get_visible() and line.get_linestyle() not in ("None", "", " ")
+    ]
+    placed = []
+    for i, (xy, label) in enumerate(zip(xys, labels, strict=True)):
+        best = None
+        for dx, dy, ha, va in _LABEL_SPOTS:
+            far = abs(dx) > 10 or abs(dy) > 10
+            spot: dict[str, Any] = {
+                "xytext": (dx, dy),
+                "textcoords": "offset points",
+                "ha": ha,
+                "va": va,
+                "fontsize": fontsize,
+            }
+            text = ax.annotate(label, xy, **spot)
+            box = text.get_window_extent().padded(gap)  # no arrow yet: the text alone
+            cost = sum(_overlap_area(box, other) for other in taken)
+            cost += sum(_overlap_area(box, mark) for j, mark in enumerate(marks) if j != i)
+            cost += 50 * sum(path.intersects_bbox(box, filled=False) for path in lines)
+            cost += 10 * (box.width * box.height - _overlap_area(box, frame))  # outside the axes: clipped or lost
+            cost += 5 * far  # a near spot wins a tie: the label sits by its point
+            text.remove()
+            if best is None or cost < best[0]:
+                best = (cost, box, spot, far)
+            if cost == 0:
+                break
+        assert best is not None
+        _, box, spot, far = best
+        leader: dict[str, Any] = {"arrowprops": {"arrowstyle": "-", "color": "grey", "lw": 0.6}} if far else {}
+        placed.append(ax.annotate(label, xy, **spot, **leader))
+        taken.append(box)
+    return placed
+
+
+def legend_below(ax: plt.Axes, ncols: int = 2, **kwargs) -> mpl.legend.Legend:
+    """Put the legend of ``ax`` under its x axis label, where it covers no data.
+
+    Use it where every corner of the axes holds data, as a roofline's does. Call it after the axis labels are
+    set; ``kwargs`` go to ``ax.legend``. Taught in notebook `serving_llms`.
+    """
+    _figure(ax).draw_without_rendering()  # the x axis' tick labels and label are where they will be drawn
+    under = ax.xaxis.get_tightbbox() or ax.get_window_extent()
+    bottom = under.y0
+    below = ax.transAxes.inverted().transform((0, bottom))[1]
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, below - 0.02), ncols=ncols, **kwargs)
+
+
 def plot_roofline(
     roofline: Roofline,
     points: Sequence[dict] = (),
     ax: plt.Axes | None = None,
     title: str | None = None,
     label: str | None = None,
+    ceilings: Mapping[str, float] | None = None,
 ) -> plt.Axes:
     """Draw the roofline (log–log) and place operations on it (notebook `start_here`).
 
     Each point is a dict with ``label``, ``intensity`` (FLOP/byte) and ``flops_per_s`` (achieved).
+    ``ceilings`` maps a name to a further compute ceiling (FLOP/s, e.g. a lower precision's peak), drawn as a
+    dashed line. Point labels are placed by :func:`place_labels`; the legend goes under the axes.
     """
     if ax is None:
         _, ax = plt.subplots()
@@ -165,32 +206,28 @@ def plot_roofline(
     hi = max([p["intensity"] for p in points] + [roofline.ridge_intensity * 100]) * 2
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(xs, [roofline.attainable(x) / 1e9 for x in xs], color="black", lw=2, label=label or roofline.label)
+    for (name, flops_per_s), dashes in zip((ceilings or {}).items(), ("--", "-.", ":") * 9, strict=False):
+        ax.axhline(flops_per_s / 1e9, color="grey", ls=dashes, lw=1, label=name)
     ax.axvline(roofline.ridge_intensity, color="grey", ls=":", lw=1)
-    ax.annotate(
-        f"ridge {roofline.ridge_intensity:.1f} FLOP/B",
-        (roofline.ridge_intensity, roofline.peak_flops / 1e9),
-        textcoords="offset points",
-        xytext=(5, -24),
-        fontsize=8,
-        color="grey",
-    )
     in_legend = len(points) > 5  # many points crowd each other's labels: name them in the legend instead
     markers = "osD^vPX"  # 7 markers against 8 colours: no two of the first 56 points look alike
-    for i, p in enumerate(points):
-        xy = (p["intensity"], p["flops_per_s"] / 1e9)
+    xys = [(p["intensity"], p["flops_per_s"] / 1e9) for p in points]
+    for i, (p, xy) in enumerate(zip(points, xys, strict=True)):
         colour = OKABE_ITO[(i + 1) % len(OKABE_ITO)]
         ax.scatter(
             *xy, color=colour, marker=markers[i % len(markers)], zorder=3, label=p["label"] if in_legend else None
         )
-        if not in_legend:
-            ax.annotate(p["label"], xy, textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("performance (GFLOP/s)")
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8 if in_legend else None)
+    legend_below(ax, ncols=3 if in_legend else 2, fontsize=8 if in_legend else None)
+    ridge = (roofline.ridge_intensity, roofline.peak_flops / 1e9)
+    place_labels(ax, [ridge], [f"ridge {roofline.ridge_intensity:.1f} FLOP/B"])[0].set_color("grey")
+    if not in_legend:
+        place_labels(ax, xys, [p["label"] for p in points])
     return ax
 
 
@@ -223,7 +260,7 @@ def plot_power_law(
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a short log axis overlap
+    log_ticks(ax)  # minor labels on a short log axis crowd
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend()
