@@ -1,5 +1,6 @@
 """tools/build_book.py: the suite as a static site, built from executed notebooks (the browser view: test_browser.py)."""
 
+import html
 import re
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def make_book(tmp_path, broken=False):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     notebook(nbdir / "00_good.ipynb", GOOD, "00 · Good")
-    notebook(nbdir / "01_other.ipynb", "raise RuntimeError('deliberate')" if broken else "print('fine')", "01 · Other")
+    checked = "# NBVAL_CHECK_OUTPUT\nprint('fine')"  # a test marker, as the notebooks' deterministic cells carry
+    notebook(nbdir / "01_other.ipynb", "raise RuntimeError('deliberate')" if broken else checked, "01 · Other")
     code = build_book.build(nbdir, tmp_path / "book", tmp_path / "src", "quick")
     return code, tmp_path / "book"
 
@@ -57,8 +59,36 @@ def test_the_book_is_every_executed_notebook_with_its_run_line_and_opens_offline
     assert "_static/mathjax/MathJax.js" in page, "math is typeset by the MathJax copied into the site"
     assert "Machine card" not in page and "cpu" in (site / "machine.html").read_text()
     assert build_book._offline_problems(site) == []
-    again = build_book.build(tmp_path / "notebooks", site, tmp_path / "src", "quick")
-    assert again == 0 and capsys.readouterr().out.count("executed copy is current, reused") == 2
+    other = html.unescape(re.sub(r"<[^>]+>", "", (site / "01_other.html").read_text()))  # the text a reader sees
+    assert "fine" in other and 'PROFILE = "auto"' in other, "the notebook's own cells and outputs stay"
+    assert "NBVAL" not in page + other, "the test suite's markers are not part of the lesson"
+    assert "# Parameters" not in other and 'PROFILE = "quick"' not in other, "papermill's cell is hidden"
+    assert "book.css" in page and "white-space: pre-wrap" in (site / "_static" / "book.css").read_text()
+    again = build_book.build(tmp_path / "notebooks", site, tmp_path / "src", "quick", only=["01_other"])
+    assert again == 0 and capsys.readouterr().out.count("executed copy is current, reused") == 1
+    assert (site / "01_other.html").exists() and not (site / "00_good.html").exists(), "--only: those pages only"
+
+
+def test_a_page_leaves_out_papermills_cell_and_the_test_markers_and_keeps_the_rest():
+    source = "# NBVAL_CHECK_OUTPUT\nprint(2 + 2)  # 4\n  #  NBVAL_SKIP  (reason)\nx = 1"
+    nb = {"cells": [
+        {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ['PROFILE = "auto"']},
+        {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": '# Parameters\nPROFILE = "quick"'},
+        {"cell_type": "code", "metadata": {}, "source": source.splitlines(keepends=True)},
+        {"cell_type": "markdown", "metadata": {}, "source": "Cells marked `# NBVAL_CHECK_OUTPUT` hold counts."},
+    ]}  # fmt: skip
+    cells = build_book._for_readers(nb)["cells"]
+    assert [c["metadata"].get("tags") for c in cells] == [["parameters"], None, None]
+    assert cells[1]["source"] == "print(2 + 2)  # 4\nx = 1" and "NBVAL" in cells[2]["source"]  # prose is kept
+
+
+def test_only_names_notebooks_that_exist(tmp_path, capsys):
+    (tmp_path / "start_here.ipynb").write_text("{}")
+    with pytest.raises(SystemExit) as stop:
+        build_book.main(["--notebooks", str(tmp_path), "--out", str(tmp_path / "b"), "--only", "strat_here"])
+    error = capsys.readouterr().err
+    assert stop.value.code == 2 and "no notebook strat_here in" in error and "the notebooks are: start_here" in error
+    assert not (tmp_path / "b").exists(), "nothing is built"
 
 
 @pytest.mark.processes

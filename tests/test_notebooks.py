@@ -16,6 +16,7 @@ import nbformat
 import pytest
 from claim_statements import unmade_claims
 from conftest import NOTEBOOKS, ROOT
+from output_noise import noise
 from prepare_notebooks import RUN_SUFFIX
 
 from labkit import claims
@@ -54,6 +55,27 @@ def test_notebook_ran_to_its_end_with_the_quick_parameters(path, session_started
     # from the kernel's start to the learner's last cell.
     budget_s = manifest.entry(path.stem).budget_s
     assert run["learner_wall_s"] < 3 * budget_s and run["wall_s"] - run["learner_wall_s"] < 3 * budget_s, run
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_outputs_read_clean(path, request):
+    """What the learner reads is the lesson: no raw warning, deprecation or stray stderr, no path of the machine it
+    ran on, no NaN cell, no unnamed 0, 1, 2, ... index column (tests/output_noise.py says what counts). nbval
+    keeps each cell's outputs on its test item (``test_outputs``) and saves no executed copy, so this reads the
+    items of this session's run of the notebook."""
+    cells = [item for item in request.session.items if getattr(item, "cell", None) is not None]
+    cells = [item for item in cells if item.path.name == path.name]
+    lesson = [item for item in cells if not item.cell.source.startswith("# Added by the test suite")]
+    if not cells:
+        pytest.fail(f"{path.name} was not run under nbval in this session: `make notebooks` runs it, then this test")
+    assert any(getattr(item, "test_outputs", None) for item in lesson), "nbval kept no cell's outputs: check it"
+    found = []
+    for item in lesson:
+        problems = noise(item.test_outputs or [])
+        first_line = item.cell.source.strip().splitlines()[0][:80] if item.cell.source.strip() else ""
+        found += [f"cell {item.cell_num} ({first_line!r}): {p}" for p in problems]
+    assert not found, f"{path.name} shows what a learner should not have to read:\n" + "\n".join(found)
 
 
 @pytest.mark.notebooks

@@ -3,6 +3,7 @@
     python tools/build_book.py                        # quick profile: build/book/index.html
     python tools/build_book.py --profile full         # on a GPU
     python tools/build_book.py --no-execute           # render the notebooks as they are stored (no outputs)
+    python tools/build_book.py --only start_here memory   # those notebooks only (a quick look at a page)
 
 Each notebook is executed with papermill (``labkit.lab.report.run_notebook``, as ``make report`` runs it: the
 learner's notebook, exercises unsolved, the profile injected) into ``build/book-src/``; an executed copy newer
@@ -11,7 +12,10 @@ the executed notebooks without running them again, in the manifest's teaching or
 its question and time (the notebook's own first cell) and a line saying where and how it ran and its claims'
 verdicts; a page "This run's machine" shows the machine card; the reference GPUs' results are in each page's
 outputs, beside this run's (the notebooks print them). Solutions stay folded (``<details>``); the answer keys
-live in labkit and are never printed.
+live in labkit and are never printed. What only the tests read is left out of the pages: papermill's cell of
+injected parameters and the test suite's comment lines (``# NBVAL_CHECK_OUTPUT``). The pages' stylesheet
+(``book.css``) widens the column so that a line of 110 characters (the notebooks' ruff width) fits beside the
+navigation on a 1280-pixel laptop screen, and wraps long output lines, so a verdict reads whole on a phone.
 
 Sphinx + MyST-NB rather than Jupyter Book 2: Jupyter Book 2 (mystmd) fetches its site theme from the network
 when it builds, and this must build where only the package registries are reachable, and open where nothing is.
@@ -50,7 +54,16 @@ author = "AI Workload Lab"
 extensions = ["myst_nb"]
 html_theme = "sphinx_book_theme"
 html_title = "AI Workload Lab"
-html_theme_options = {"show_toc_level": 2, "use_download_button": False, "use_fullscreen_button": False}
+html_theme_options = {
+    "show_toc_level": 2,
+    "use_download_button": False,
+    "use_fullscreen_button": False,
+    # the page's sections go under the notebooks in the left sidebar, and the right one goes: its width is the
+    # column's, and a notebook's lines are 110 characters (notebooks/ruff.toml)
+    "secondary_sidebar_items": [],
+}
+html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html", "page-toc.html"]}
+html_css_files = ["book.css"]  # the column as wide as the page allows, outputs wrapped (BOOK_CSS)
 html_last_updated_fmt = None
 html_copy_source = False
 html_show_sourcelink = False
@@ -71,6 +84,20 @@ mathjax2_config = {
 }
 exclude_patterns = ["_build", "results", "runs.json"]
 suppress_warnings = ["myst.header", "mystnb.unknown_mime_type", "misc.highlighting_failure"]
+"""
+
+BOOK_CSS = """\
+/* Written by tools/build_book.py. */
+/* No right sidebar (its "on this page" is in the left one), so the article takes the width that is left. */
+.bd-main .bd-content .bd-article-container { max-width: 100%; }
+@media (min-width: 1200px) {
+  .bd-main .bd-content .bd-article-container .bd-article { padding-left: 1.5rem; padding-right: 1.5rem; }
+}
+.bd-sidebar-primary .page-toc { margin-top: 1rem; font-size: 0.9em; }
+.secondary-toggle { display: none !important; }  /* its button would open an empty panel */
+/* An output line wraps instead of scrolling: a verdict's last word ("holds", "CONTRADICTED", "undecided")
+   is at the end of a long line, and a phone would hide it. Code keeps its lines (they are Python). */
+div.cell_output pre, div.output pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 """
 
 
@@ -132,9 +159,24 @@ def _verdict_line(record: dict | None, run: dict | None) -> str:
     )
 
 
+# A comment line that only the test suite reads (nbval's markers), e.g. "# NBVAL_CHECK_OUTPUT"
+TEST_MARKER = re.compile(r"^[ \t]*#[ \t]*NBVAL_[A-Z_]+[^\n]*(?:\n|$)", re.M)
+INJECTED_TAG = "injected-parameters"  # papermill's tag on the cell of parameters it adds
+
+
+def _for_readers(nb: dict) -> dict:
+    """The notebook as a reader of the book sees it: without papermill's injected cell and the test markers."""
+    cells = [c for c in nb["cells"] if INJECTED_TAG not in c.get("metadata", {}).get("tags", [])]
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = TEST_MARKER.sub("", source)
+    return dict(nb, cells=cells)
+
+
 def _annotate(page: Path, line: str) -> None:
     """Put ``line`` right after the notebook's first cell (its title, question and time)."""
-    nb = json.loads(page.read_text())
+    nb = _for_readers(json.loads(page.read_text()))
     cell = {"cell_type": "markdown", "id": "book-run", "metadata": {"tags": ["book-run"]}, "source": [line]}
     nb["cells"].insert(1, cell)
     page.write_text(json.dumps(nb, indent=1, ensure_ascii=False))
@@ -191,13 +233,22 @@ def build(
     profile: str = "quick",
     execute_notebooks: bool = True,
     timeout_s: int = 600,
+    only: list[str] | None = None,
 ) -> int:
-    """Build the book into ``out``; 0 if every notebook ran and the site built."""
+    """Build the book into ``out``; 0 if every notebook ran and the site built. ``only``: those notebooks' slugs."""
     started = time.perf_counter()
     paths = _order(notebooks_dir)
     if not paths:
         print(f"book: no notebooks in {notebooks_dir}")
         return 1
+    if only is not None:
+        unknown = sorted(set(only) - {p.stem for p in paths})
+        if unknown or not only:
+            raise ValueError(
+                f"no notebook {', '.join(unknown) or '(none given)'} in {notebooks_dir}; "
+                f"the notebooks are: {', '.join(p.stem for p in paths)}"
+            )
+        paths = [p for p in paths if p.stem in only]
     src.mkdir(parents=True, exist_ok=True)
     runs = execute(paths, src, profile, timeout_s) if execute_notebooks else []
     if not execute_notebooks:
@@ -216,6 +267,8 @@ def build(
         shutil.copyfile(src / path.name, pages / path.name)
         _annotate(pages / path.name, _verdict_line(records.get(path.stem), by_name.get(path.stem)))
     (pages / "conf.py").write_text(CONF)
+    (pages / "_static").mkdir()
+    (pages / "_static" / "book.css").write_text(BOOK_CSS)
     _copy_mathjax(pages / "_static" / "mathjax")
     (pages / "index.md").write_text(_index(paths, src))
     (pages / "machine.md").write_text(_machine_page(records, runs))
@@ -255,8 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("quick", "full"), default="quick")
     parser.add_argument("--no-execute", action="store_true", help="render the notebooks as stored")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    parser.add_argument("--only", nargs="+", metavar="SLUG", help="only these notebooks (their file names' stems)")
     ns = parser.parse_args(argv)
-    return build(ns.notebooks, ns.out, ns.src, ns.profile, not ns.no_execute, ns.timeout)
+    try:
+        return build(ns.notebooks, ns.out, ns.src, ns.profile, not ns.no_execute, ns.timeout, ns.only)
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 if __name__ == "__main__":

@@ -135,6 +135,20 @@ def results_dir() -> Path:
     return (root / "build" / "results") if root else Path.home() / ".cache" / "labkit" / "results"
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as it is printed for a learner: relative to the course's checkout when inside it
+    (``build/results/where_time_goes_trace.json``), else under ``~`` when in the home folder, else as it is.
+
+    Taught in notebook `where_time_goes`. A path printed whole names the machine that ran the notebook (its
+    user and folders), which the book then shows to every reader; from the checkout it reads the same anywhere.
+    """
+    where = Path(path).resolve()
+    for base, shown in ((project_root(), ""), (Path.home(), "~/")):
+        if base is not None and where.is_relative_to(base.resolve()):
+            return shown + str(where.relative_to(base.resolve()))
+    return str(path)
+
+
 class ResultLog:
     """A notebook's results: named entries plus the machine card, saved as one JSON file.
 

@@ -12,7 +12,10 @@ settings, each said out loud in its printed line:
   CPU performance guide gives the same advice: never run more busy threads than cores. Notebook `start_here` shows it.
 - the C allocator keeps freed memory in the process (:mod:`labkit.core.allocator`; ``LABKIT_MALLOPT=0`` leaves it);
 - the suite's plot style, and under ``make test`` the plot audit (``LABKIT_AUDIT_PLOTS``);
-- quiet logs from the profiler's tracing library and from ``torch.utils.cpp_extension``;
+- quiet logs from the profiler's tracing library and from ``torch.utils.cpp_extension``, and no note from PyTorch
+  about how torchao registers a type (:func:`_not_torchaos_enum_note`);
+- tables without a column of row numbers: a pandas table whose index is only 0, 1, 2, ... is shown without it
+  (:func:`_tables_without_row_numbers`);
 - the machine card and the result log, named once.
 
 Taught in notebook `start_here` (start here); every notebook starts with it.
@@ -37,6 +40,62 @@ from ..core.device import usable_cores
 from .records import ResultLog
 
 THREADS_ENV = "LABKIT_THREADS"
+
+
+def _not_torchaos_enum_note(record: logging.LogRecord) -> bool:
+    """False for PyTorch's log note, as torchao is imported, that torchao registers its ``KernelPreference`` enum
+    the way older PyTorch releases wanted ("Calling register_constant() on Enum subclasses is deprecated"): a note
+    between two libraries' versions for torchao's developers, which a learner can do nothing about and which changes
+    nothing in the lesson (notebook `optimisation` imports torchao after ``labkit.start``). Other records pass."""
+    return "is an Enum subclass and is now natively supported by torch.compile" not in record.getMessage()
+
+
+def _row_numbers_only(frame: Any) -> bool:
+    import pandas as pd
+
+    index = frame.index
+    return isinstance(index, pd.RangeIndex) and index.name is None and index.start == 0 and index.step == 1
+
+
+def _tables_without_row_numbers() -> None:
+    """In IPython, show a pandas DataFrame whose index is only its row numbers (an unnamed 0, 1, 2, ...) without
+    that column, as HTML and as text; a table with a named or meaningful index is shown as pandas shows it.
+
+    A results table's rows are named by its first column (a batch size, a GPU count, a claim); a column of row
+    numbers beside it is one more thing to read past. Outside IPython (a script, a worker) nothing changes.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    import pandas as pd
+
+    def options() -> dict[str, Any]:
+        names = {"max_rows": "max_rows", "min_rows": "min_rows", "max_cols": "max_columns"}
+        return {arg: pd.get_option(f"display.{name}") for arg, name in names.items()} | {
+            "show_dimensions": pd.get_option("display.show_dimensions")
+        }
+
+    def html(frame: pd.DataFrame) -> str | None:
+        if not _row_numbers_only(frame):
+            return frame._repr_html_()
+        shown = options()
+        shown.pop("min_rows")  # to_html takes no min_rows
+        return frame.to_html(index=False, notebook=True, float_format=pd.get_option("display.float_format"), **shown)
+
+    def text(frame: pd.DataFrame, printer: Any, cycle: bool) -> None:
+        if not _row_numbers_only(frame):
+            printer.text(repr(frame))
+            return
+        width = {"line_width": pd.get_option("display.width"), "max_colwidth": pd.get_option("display.max_colwidth")}
+        printer.text(frame.to_string(index=False, **options(), **width))
+
+    formatters = shell.display_formatter.formatters
+    formatters["text/html"].for_type(pd.DataFrame, html)
+    formatters["text/plain"].for_type(pd.DataFrame, text)
 
 
 def default_threads() -> int:
@@ -160,6 +219,8 @@ def start(
     allocator.keep_freed_memory()
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's tracing library reads it when it starts
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "no CUDA runtime" on CPU machines
+    logging.getLogger("torch.utils._pytree").addFilter(_not_torchaos_enum_note)  # kept once, however often
+    _tables_without_row_numbers()
     plots.use_style()
     warnings.formatwarning = errors.plain_lab_warnings(warnings.formatwarning)  # labkit's own: one plain line
     if plots.audit_requested():
