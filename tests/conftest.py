@@ -30,7 +30,7 @@ def session_started() -> float:
 @pytest.fixture
 def wall_times() -> dict[str, tuple[float, float]]:
     """Notebook wall times, to the learner's last cell and to the end of the solved exercises, printed at the end
-    of the run (the budgets are in the README)."""
+    of the run (the budgets are in the manifest)."""
     return _WALL_TIMES
 
 

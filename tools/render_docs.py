@@ -2,10 +2,12 @@
 
 ``labkit/lab/manifest.py`` holds the notebooks' order, titles, questions and what a GPU adds; each notebook's opening
 holds its learning goals; ``docs/running_times.json`` holds measured running times. From them this writes, between
-marker comments, the README's map of the notebooks and the instructor guide's running-times table and goals, the
-sentences that sum the times up, and the time each notebook's opening states ("**Time:** about N seconds to run in
-the quick profile"), so that adding or moving a notebook, or measuring it again, never means editing a number by
-hand.
+marker comments, the README's map of the notebooks, the instructor guide's running-times table, goals and workshop
+plan (its tracks from tools/workshop_plan.py), the sentences that sum the times up, and the time each notebook's
+opening states ("**Time:** about N seconds to run in the quick profile"), so that adding or moving a notebook, or
+measuring it again, never means editing a number by hand. From the repository address in pyproject.toml
+(``[project.urls] Repository``) it writes, through tools/hosted.py, every notebook's first code cell (which installs
+labkit where it is missing, as on Colab), the README's Binder and Colab badges and docs/hosted.md's Colab links.
 
     python tools/render_docs.py                       # rewrite the generated parts
     python tools/render_docs.py --check               # exit 1 if they are out of date (the tests run this check)
@@ -27,7 +29,9 @@ import nbformat
 import own_checkout  # noqa: F401  (before labkit: this checkout's labkit, or a clear stop)
 
 # isort: split
+import hosted
 import render_layout
+import workshop_plan
 
 from labkit.lab import manifest
 
@@ -43,6 +47,8 @@ BEGIN = "<!-- begin {name}: written by tools/render_docs.py from {source}; edit 
 MANIFEST = "labkit/lab/manifest.py"
 LAYOUT_SOURCE = "the modules' docstrings and imports"
 TIMES_SOURCE = "docs/running_times.json"
+PLAN_SOURCE = "tools/workshop_plan.py and docs/running_times.json"
+URLS_SOURCE = "pyproject.toml [project.urls]"
 END = "<!-- end {name} -->"
 
 
@@ -200,23 +206,34 @@ def rendered(root: Path) -> dict[Path, str]:
     readme, guide = root / "README.md", root / "docs" / "instructor.md"
     text = fill(readme.read_text(), "map", readme_map(times), "README.md")
     height = render_layout.levels(root / "labkit")  # the floors' order, read from their imports once
-    text = fill(text, "quick times", quick_summary(times, readme=True), "README.md")
-    out = {
-        readme: fill(text, "layout", render_layout.readme_block(root / "labkit", height), "README.md", LAYOUT_SOURCE)
-    }
+    address = hosted.repository(root)  # the Binder badge, the Colab links and every notebook's install cell
+    text = fill(text, "hosted", hosted.readme_links(address), "README.md", URLS_SOURCE)
+    out = {readme: fill(text, "clone", hosted.clone_command(address), "README.md", URLS_SOURCE)}
     contributing = root / "CONTRIBUTING.md"
-    out[contributing] = fill(contributing.read_text(), "tiers", tiers_table(times), "CONTRIBUTING.md", TIMES_SOURCE)
+    text = fill(contributing.read_text(), "tiers", tiers_table(times), "CONTRIBUTING.md", TIMES_SOURCE)
+    block = render_layout.readme_block(root / "labkit", height)
+    text = fill(text, "quick times", quick_summary(times, readme=True), "CONTRIBUTING.md")
+    out[contributing] = fill(text, "layout", block, "CONTRIBUTING.md", LAYOUT_SOURCE)
     for floor in height:
         init = root / "labkit" / floor / "__init__.py"
         out[init] = render_layout.with_docstring(init, render_layout.floor_docstring(root / "labkit", floor, height))
     text = fill(guide.read_text(), "running times", times_table(times), "docs/instructor.md")
     text = fill(text, "quick times", quick_summary(times, readme=False), "docs/instructor.md")
+    text = fill(text, "workshop plan", workshop_plan.plan_markdown(times, root), "docs/instructor.md", PLAN_SOURCE)
     out[guide] = fill(text, "goals", guide_goals(root / "notebooks"), "docs/instructor.md")
+    hosted_doc = root / "docs" / "hosted.md"
+    table = hosted.colab_table(address, [(nb.slug, nb.title) for nb in manifest.NOTEBOOKS])
+    text = fill(hosted_doc.read_text(), "pip install", hosted.pip_command(address), "docs/hosted.md", URLS_SOURCE)
+    out[hosted_doc] = fill(text, "colab links", table, "docs/hosted.md", URLS_SOURCE)
+    preflight = root / "docs" / "preflight.md"
+    out[preflight] = fill(
+        preflight.read_text(), "clone", hosted.clone_command(address), "docs/preflight.md", URLS_SOURCE
+    )
     for nb in manifest.NOTEBOOKS:
         seconds = times["quick"]["seconds"].get(nb.slug)
         path = root / "notebooks" / nb.file
-        if seconds is not None:
-            out[path] = stated_time(path.read_text(), stated_seconds(seconds), path.name)
+        text = hosted.with_install_cell(path.read_text(), address, path.name)
+        out[path] = text if seconds is None else stated_time(text, stated_seconds(seconds), path.name)
     return out
 
 

@@ -1,6 +1,6 @@
 """labkit's layout, written from the code: the floors in their true order, what each imports, and its modules.
 
-tools/render_docs.py writes it into the README's Layout section and into each floor's ``__init__`` docstring (the
+tools/render_docs.py writes it into CONTRIBUTING.md's Layout section and into each floor's ``__init__`` docstring (the
 part after its first paragraph), so that a module added, moved or renamed shows up where the layout is described,
 and a floor that starts importing another moves in the drawing. Each module is listed with the first sentence of
 its own docstring.
@@ -89,7 +89,7 @@ def _imports_line(package: Path, floor: str, height: dict[str, int]) -> str:
 
 
 def readme_block(package: Path, height: dict[str, int]) -> str:
-    """The README's drawing: floors top to bottom, each with what it imports and its modules."""
+    """CONTRIBUTING.md's drawing: floors top to bottom, each with what it imports and its modules."""
     lines = [
         f"Floors, lowest first: {order_text(package, height).replace('`', '')}",
         "",

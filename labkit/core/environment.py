@@ -1,7 +1,7 @@
 """Every environment variable labkit reads, in one table: name, meaning, allowed values, default.
 
 Each module reads its variable through :func:`get`, which parses it the same way everywhere and fails on a typo
-with a message listing what is allowed. ``python -m labkit settings`` prints the table; the README and the
+with a message listing what is allowed. ``python -m labkit settings`` prints the table; CONTRIBUTING.md and the
 instructor guide list the same rows (a test checks they agree). One exception: ``labkit/core/procs.py`` reads
 ``LABKIT_PARENT`` itself, because the load generator imports it as a standard-library-only script.
 """
@@ -153,7 +153,7 @@ def check_all() -> list[str]:
 
 
 def markdown_table() -> str:
-    """The settings as a Markdown table (the README and the instructor guide carry it)."""
+    """The settings as a Markdown table (CONTRIBUTING.md and the instructor guide carry it)."""
     rows = ["| variable | what it does | allowed | default |", "|---|---|---|---|"]
     rows += [f"| `{s.name}` | {s.meaning} | {s.allowed} | {s.default} |" for s in SETTINGS.values()]
     return "\n".join(rows)
