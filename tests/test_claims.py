@@ -353,3 +353,146 @@ def test_verdicts_render_as_tables():
     for frame in (claims.table([verdict]), claims.table(recorded)):
         assert frame.loc[0, "claim"] == "slow is slower (slow / fast)" and frame.loc[0, "verdict"] == "holds"
         assert frame.loc[0, "measured"] == f"{verdict.estimate:.3g}" and frame.loc[0, "predicted"] == "3"
+
+
+# A verdict says how far a numeric prediction was from the measurement, so a loose margin cannot flatter it.
+WITH, WITHOUT = [0.38, 0.38, 0.38, 0.39, 0.4, 0.385], [1.0, 1.0, 1.0, 1.01, 1.02, 1.0]  # low quantiles 0.38, 1
+
+
+def _prefix_claim(predicted):
+    return Claim(
+        "prefix caching cuts the time to first token (with / without)",
+        ratio("with", "without") < 0.75,
+        prediction="the FLOPs of the uncached part of the prompt",
+        predicted=predicted,
+    )
+
+
+def test_a_claim_that_holds_with_a_prediction_far_off_says_so():
+    verdict = decide(_prefix_claim(0.08), {"with": WITH, "without": WITHOUT}, show=False)
+    assert verdict.verdict == claims.HOLDS and verdict.predicted == 0.08
+    assert verdict.estimate == pytest.approx(0.38, abs=0.005)
+    text = str(verdict)
+    assert "holds ✓" in text and "but the prediction (0.08) was 4.8× below the measurement (0.38)" in text
+    assert verdict.prediction_error() == "4.8× below"
+    assert max(len(line) for line in text.splitlines()) <= claims.verdicts.LINE_CHARS
+    high = decide(_prefix_claim(1.0), {"with": WITH, "without": WITHOUT}, show=False)
+    assert "the prediction (1) was 2.6× above the measurement (0.38)" in str(high)
+    row = claims.table([verdict, high])
+    assert list(row["prediction vs measured"]) == ["4.8× below", "2.6× above"]
+
+
+def test_a_prediction_close_to_the_measurement_reads_within_ten_percent():
+    close = decide(_prefix_claim(0.36), {"with": WITH, "without": WITHOUT}, show=False)
+    assert "holds ✓" in str(close) and "the prediction (0.36) was within 10% of the measurement (0.38)" in str(close)
+    assert "but" not in str(close)
+    assert claims.table(close).loc[0, "prediction vs measured"] == "within 10%"
+    signs = decide(Claim("x above -1", stat("x") > -1, predicted=-0.5), {"x": [0.5, 0.5, 0.5, 0.5]}, show=False)
+    assert "the prediction (-0.5) was 1 below the measurement (0.5)" in str(signs)  # no ratio across zero
+    near = decide(_prefix_claim(0.3), {"with": WITH, "without": WITHOUT}, show=False)
+    assert "the prediction (0.3) was 21% below the measurement (0.38)" in str(near)  # a share, under 1.5x
+    plain = decide(Claim("no number predicted", ratio("with", "without") < 0.75), {"with": WITH, "without": WITHOUT})
+    assert "the prediction" not in str(plain) and claims.table(plain).loc[0, "prediction vs measured"] == ""
+
+
+@pytest.mark.parametrize(
+    ("predicted", "error", "kind"),
+    [("0.08", "a number", TypeError), (True, "a number", TypeError), (float("nan"), "finite", ValueError),
+     (np.array([0.1, 0.2]), "a number", TypeError)],
+)  # fmt: skip
+def test_predicted_must_be_a_finite_number(predicted, error, kind):
+    with pytest.raises(kind, match=error):
+        _prefix_claim(predicted)
+    assert _prefix_claim(np.float32(0.25)).predicted == 0.25 and isinstance(_prefix_claim(1).predicted, float)
+
+
+def test_records_without_a_numeric_prediction_still_load():
+    import json
+
+    log = ResultLog("t", {})
+    decide(_prefix_claim(0.08), {"with": WITH, "without": WITHOUT}, log=log, show=False)
+    recorded = json.loads(json.dumps(log.claims))
+    assert recorded[0]["predicted"] == 0.08 and recorded[0]["budget_s"] is None  # rounds measured elsewhere
+    older = [{k: v for k, v in recorded[0].items() if k not in ("predicted", "budget_s", "max_rounds")}]
+    frame = claims.table(older)
+    assert frame.loc[0, "verdict"] == "holds" and frame.loc[0, "prediction vs measured"] == ""
+    assert frame.loc[0, "predicted"] == "the FLOPs of the uncached part of the prompt"
+    assert claims.table(recorded).loc[0, "prediction vs measured"] == "4.8× below"
+
+
+def _undecided(**options):
+    counter = {"a": 0, "b": 0}
+
+    def alternating(name, first):  # a and b take turns being slow: no side is ever shown to be faster
+        def sample():
+            time.sleep(0.02)
+            counter[name] += 1
+            return first if counter[name] % 2 else 4.0 - first
+
+        return sample
+
+    return decide(
+        Claim("a is slower than b", ratio("a", "b") > 1.0),
+        {"a": alternating("a", 1.0), "b": alternating("b", 3.0)},
+        timed=False,
+        min_rounds=3,
+        show=False,
+        **options,
+    )
+
+
+def test_undecided_advice_names_the_argument_that_ran_out_and_its_value():
+    by_budget = _undecided(budget_s=0.3, max_rounds=1000)
+    assert by_budget.verdict == claims.UNDECIDED and by_budget.budget_s == 0.3
+    advice = " ".join(str(by_budget).split())  # the advice is wrapped to the book's column
+    assert "raise `budget_s` (used: 0.3 s) in this cell's call that measured them, e.g. budget_s=0.6" in advice
+    assert all(len(line) <= claims.verdicts.LINE_CHARS for line in str(by_budget).splitlines()[-4:])
+    assert "max_rounds" not in advice
+    outrun = _undecided(budget_s=0.01, max_rounds=1000)  # the first 3 rounds alone take over 0.1 s
+    advice = " ".join(str(outrun).split())
+    spent = f"{outrun.seconds:.1f}"
+    assert f"raise `budget_s` (used: 0.01 s, spent: {spent} s)" in advice, advice
+    assert f"e.g. budget_s={float(f'{2 * outrun.seconds:.2g}'):g}" in advice, "the example doubles what was spent"
+    by_rounds = _undecided(max_rounds=6)
+    assert by_rounds.rounds == 6 and by_rounds.budget_s == 5.0, "the default budget is recorded too"
+    advice = " ".join(str(by_rounds).split())
+    assert "raise `max_rounds` (used: 6)" in advice and "e.g. max_rounds=12" in advice and "budget_s" not in advice
+    again = decide(Claim("b is slower than a", ratio("b", "a") > 1.0), by_budget, show=False)
+    assert again.budget_s == 0.3 and "the earlier cell's call that measured these rounds" in " ".join(
+        str(again).split()
+    )
+    given = decide(Claim("b is slower than a", ratio("b", "a") > 1.0), by_budget.samples, show=False)
+    assert given.budget_s is None and "run the cell that measured these rounds again" in " ".join(str(given).split())
+
+
+def test_undecided_advice_says_add_when_the_call_left_the_default(monkeypatch):
+    from labkit.claims import rounds
+
+    monkeypatch.setitem(rounds._DEFAULTS, "budget_s", 0.3)  # the default, shortened so the test is quick
+    defaulted = _undecided(max_rounds=1000)
+    assert defaulted.verdict == claims.UNDECIDED and defaulted.budget_s == 0.3
+    assert defaulted.limits_given == ("max_rounds",) and "limits_given" not in defaulted.to_dict()
+    advice = " ".join(str(defaulted).split())
+    more = f"{float(f'{2 * max(0.3, defaulted.seconds):.2g}'):g}"  # twice what the rounds took
+    assert f"add `budget_s={more}` to this cell's `lab.decide(...)` call (the default `budget_s` of 0.3 s ran out)" in (
+        advice
+    ), advice
+    assert "raise" not in advice and "max_rounds" not in advice
+    given = _undecided(budget_s=0.3, max_rounds=1000)
+    advice = " ".join(str(given).split())
+    assert "raise `budget_s` (used: 0.3 s)" in advice and "add `" not in advice
+    again = decide(Claim("b is slower than a", ratio("b", "a") > 1.0), defaulted, show=False)
+    assert f"add `budget_s={more}` to the earlier cell's `lab.decide(...)` call" in " ".join(str(again).split())
+
+
+def test_a_long_claim_statement_is_wrapped_to_the_book_column():
+    statement = "the first variant takes longer than the second one on this machine, " * 3
+    verdict = decide(
+        Claim(statement.strip(), ratio("a", "b") > 1.0), {"a": [2.0, 2.1, 2.2], "b": [1.0] * 3}, show=False
+    )
+    lines = str(verdict).splitlines()
+    assert len(f"Claim: {verdict.statement}") > claims.verdicts.LINE_CHARS, "the statement must need wrapping"
+    assert max(len(line) for line in lines) <= claims.verdicts.LINE_CHARS
+    assert lines[0].startswith("Claim: the first") and lines[1].startswith("    ") and lines[1][4] != " "
+    claim_lines = lines[: next(i for i, line in enumerate(lines) if line.startswith("  measured:"))]
+    assert " ".join(line.strip() for line in claim_lines) == f"Claim: {verdict.statement}", "no word lost"

@@ -17,7 +17,8 @@ disturbed repeat):
 5. **Three outcomes**: *holds* (the whole 95% interval is on the claimed side of the margin), *contradicted*
    (even the wider 99% interval is wholly on the wrong side, over at least 5 rounds: the verdict that fails a
    test needs the stronger evidence) or *undecided* (too noisy to tell; the verdict says how noisy, with the
-   spread over rounds and the load average, and what to do).
+   spread over rounds and the load average, and what to do: which of ``budget_s`` and ``max_rounds`` ran out,
+   the value used, and a larger one to pass to the call).
 
 A learner sees one verdict line and the lesson goes on. With ``LABKIT_CLAIMS=strict`` (set by ``make test``
 and ``make report``) a contradicted claim raises :class:`ClaimContradicted`, which fails the notebook.
@@ -186,10 +187,17 @@ def decide(
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence must be between 0.5 and 1, got {confidence}")
     used_threads: int | None
+    # The limits the rounds were measured under, kept in each verdict so an undecided one can say which to raise.
+    limits: dict[str, Any] = dict(budget_s=None, max_rounds=None, reused=False, limits_given=())
     if variants is not None:
         settings: dict[str, Any] = {k: _DEFAULTS[k] if v is None else v for k, v in options.items()}
         samples, seconds, used_threads, returned, better = _measure(
             listed, variants, better, quantile, confidence, **settings
+        )
+        limits.update(
+            budget_s=float(settings["budget_s"]),
+            max_rounds=int(settings["max_rounds"]),
+            limits_given=tuple(k for k in ("budget_s", "max_rounds") if options[k] is not None),
         )
     elif isinstance(measured, Verdict):
         samples, seconds, used_threads, returned = (
@@ -197,6 +205,9 @@ def decide(
             measured.seconds,
             measured.threads,
             measured.returned,
+        )
+        limits.update(
+            budget_s=measured.budget_s, max_rounds=measured.max_rounds, reused=True, limits_given=measured.limits_given
         )
         better = _check(listed, samples, better, list(samples))
     else:
@@ -213,6 +224,7 @@ def decide(
             threads=used_threads,
             better=better,
             returned=returned,
+            **limits,
         )
         for c in listed
     ]

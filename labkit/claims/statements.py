@@ -231,6 +231,9 @@ class Claim:
     (``ratio("training step", "inference") > 1.5``); ``prediction`` is what first principles predict (shown
     beside the measurement); ``unit`` is appended to the numbers shown. ``strict=False`` makes a claim that
     never fails a test run when contradicted (a learner's own prediction: it is judged, not the lesson).
+    ``predicted`` is the prediction as a number of the claimed quantity, where first principles give one: the
+    verdict then says how far it was from the measurement beside whether the condition held, so a loose margin
+    cannot pass for a good prediction. A claim whose margin is not a prediction (an ordering) leaves it out.
     """
 
     statement: str
@@ -238,6 +241,7 @@ class Claim:
     prediction: str | None = None
     unit: str = ""
     strict: bool = True
+    predicted: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.statement, str) or not self.statement.strip():
@@ -254,6 +258,15 @@ class Claim:
             )
         if self.prediction is not None and not isinstance(self.prediction, str):
             raise TypeError(f"a claim's prediction is a sentence (a str), got {self.prediction!r}")
+        if self.predicted is not None:
+            if not _is_number(self.predicted):
+                raise TypeError(
+                    f"predicted= of {self.statement!r} is the predicted value of the claimed quantity, a number "
+                    f"(or None where the margin is not a prediction), got {self.predicted!r}"
+                )
+            if not math.isfinite(self.predicted):
+                raise ValueError(f"predicted= of {self.statement!r} must be a finite number, got {self.predicted!r}")
+            object.__setattr__(self, "predicted", float(self.predicted))
 
     @property
     def quantity(self) -> Quantity:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -48,6 +49,10 @@ class Verdict(Result):
 
     ``stats`` holds each variant's statistic, ``samples`` its rounds, and
     ``returned`` what each untimed variant returned round by round (a serving run's metrics, a profile).
+    ``predicted`` is the claim's numeric prediction of the quantity (None if it has none); ``budget_s`` and
+    ``max_rounds`` are the limits the rounds were measured under (None for rounds measured elsewhere), and
+    ``limits_given`` those of them the call passed (the others were the defaults), so that an undecided verdict
+    can say which to raise, or to add.
     """
 
     statement: str
@@ -67,9 +72,14 @@ class Verdict(Result):
     threads: int | None = None
     load_average: float | None = None
     cpus: int | None = None
+    predicted: float | None = None
+    budget_s: float | None = None
+    max_rounds: int | None = None
+    limits_given: tuple[str, ...] = field(default=(), repr=False)  # of budget_s, max_rounds: those the call passed
     better: str | dict[str, str] = field(default="lower", repr=False)  # how the statistics were taken
     strict: bool = field(default=True, repr=False)  # False: never raises (a learner's prediction)
     returned: dict[str, list] = field(default_factory=dict, repr=False)
+    reused: bool = field(default=False, repr=False)  # True: its rounds are an earlier verdict's (decided again)
 
     @property
     def decided(self) -> bool:
@@ -77,7 +87,7 @@ class Verdict(Result):
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for name in ("better", "strict", "returned"):
+        for name in ("better", "strict", "returned", "reused", "limits_given"):
             out.pop(name)
         return out
 
@@ -112,28 +122,103 @@ class Verdict(Result):
 
     def __str__(self) -> str:
         mark = {HOLDS: "holds ✓", CONTRADICTED: "CONTRADICTED ✗", UNDECIDED: "undecided ?"}[self.verdict]
-        lines = [f"Claim: {self.statement}"]
-        if self.prediction:
-            lines.append(f"  predicted: {self.prediction}")
+        # wrapped to the book's column like the lines below, the statement's continuation indented under it
+        lines = [textwrap.fill(f"Claim: {self.statement}", LINE_CHARS, subsequent_indent="    ")]
+        if self.prediction or self.predicted is not None:
+            lines.append(f"  predicted: {self.prediction or self._value(self.predicted or 0.0)}")
         lines.append(
             f"  measured:  {self._value(self.estimate)} ({self.confidence:.0%} interval "
             f"{self._value(self.low)} to {self._value(self.high)}; {self.rounds} interleaved rounds"
             + (f", {self.seconds:.1f} s)" if self.seconds > 0 else ", timed by the workers)")
         )
-        lines.append(f"  claimed:   {self.expect}  ->  {mark}")
+        claimed = f"  claimed:   {self.expect}  ->  {mark}"
+        off, predicted = self.prediction_error(), self.predicted
+        if off is not None and predicted is not None:
+            joined = (", but " if self.verdict == HOLDS and not off.startswith("within") else "; ") + (
+                f"the prediction ({self._value(predicted)}) was {off} the measurement ({self._value(self.estimate)})"
+            )
+            if len(claimed) + len(joined) <= LINE_CHARS:
+                claimed += joined
+            else:  # the book's column: the comparison goes on a line of its own, right under the verdict
+                lines.append(claimed)
+                claimed = " " * 13 + joined.removeprefix(", ").removeprefix("; ")
+        lines.append(claimed)
         if self.verdict == UNDECIDED:
             spread = ", ".join(f"{name} {s:.0%}" for name, s in self.spread.items())
-            load = f"load average {self.load_average:.2f} on {self.cpus} CPUs" if self.load_average is not None else ""
-            lines.append(
-                f"  too noisy to tell: spread over rounds (IQR/median) {spread}; {load}. "
-                "Close other programs and run this cell again, or give the claim a larger budget_s."
+            load = (
+                f"load average {self.load_average:.2f} on{NO_BREAK}{self.cpus}{NO_BREAK}CPUs"
+                if self.load_average is not None
+                else ""
             )
+            for text in (
+                f"too noisy to tell: spread over rounds (IQR/median) {spread}; {load}.",
+                f"What to do: close other programs and {self._more_rounds()}.",
+            ):  # wrapped to the book's column; a no-break space keeps a number with its unit
+                wrapped = textwrap.fill(text, LINE_CHARS, initial_indent="  ", subsequent_indent="    ")
+                lines.append(wrapped.replace(NO_BREAK, " "))
         elif self.verdict == CONTRADICTED:
             lines.append(
                 "  on this machine the measurement is confidently on the wrong side of the claim (even its 99% "
                 "interval): read the explanation below, and tell us (with your machine card) if it surprises you."
             )
         return "\n".join(lines)
+
+    def prediction_error(self) -> str | None:
+        """How far the numeric prediction was from the measurement, in words ("4.7× below", "within 10% of");
+        None if the claim has no numeric prediction."""
+        if self.predicted is None:
+            return None
+        return _prediction_error(self.predicted, self.estimate, self.unit)
+
+    def _more_rounds(self) -> str:
+        """The advice of an undecided verdict: which argument of which call gives it more rounds, and to what."""
+        if self.budget_s is None or self.max_rounds is None:
+            return (
+                "run the cell that measured these rounds again (they were measured before the claim was decided, "
+                "e.g. by worker processes), with more rounds if it takes a number of them"
+            )
+        ran_out = []  # (argument, what it was, what to try)
+        if self.rounds >= self.max_rounds:
+            ran_out.append(("max_rounds", f"{self.max_rounds}", f"{2 * self.max_rounds}"))
+        if self.rounds < self.max_rounds or self.seconds >= self.budget_s:
+            # rounds may outrun the budget (the first min_rounds are always taken): double what they took
+            spent = f", spent:{NO_BREAK}{self.seconds:.1f}{NO_BREAK}s" if self.seconds > 1.2 * self.budget_s else ""
+            more = float(f"{2 * max(self.budget_s, self.seconds):.2g}")
+            ran_out.append(("budget_s", f"{self.budget_s:g}{NO_BREAK}s{spent}", f"{more:g}"))
+        given = [r for r in ran_out if r[0] in self.limits_given]
+        defaulted = [r for r in ran_out if r[0] not in self.limits_given]
+        cell = "that cell" if self.reused else "this cell"
+        call = "the earlier cell's call that measured these rounds" if self.reused else "this cell's call"
+        steps = []
+        if given:  # the call passed them: raise them there
+            used = " and ".join(f"`{name}` (used:{NO_BREAK}{value})" for name, value, _ in given)
+            example = ", ".join(f"{name}={more}" for name, _, more in given)
+            steps.append(f"raise {used} in {call}{' that measured them' if not self.reused else ''}, e.g. {example}")
+        if defaulted:  # the call left them at their defaults: there is nothing to raise, only to add
+            add = ", ".join(f"{name}={more}" for name, _, more in defaulted)
+            defaults = " and ".join(f"`{name}` of {value}" for name, value, _ in defaulted)
+            where = "the earlier cell's `lab.decide(...)` call" if self.reused else "this cell's `lab.decide(...)` call"
+            steps.append(f"add `{add}` to {where} (the default {defaults} ran out)")
+        again = " (this verdict decided its rounds again)" if self.reused else ""
+        return f"run {cell} again{again}, or {' and '.join(steps)}"
+
+
+LINE_CHARS = 92  # what the book's column shows of a line of output
+NO_BREAK = "\u00a0"  # textwrap breaks only at ASCII whitespace
+
+
+def _prediction_error(predicted: float, measured: float, unit: str = "") -> str:
+    """A prediction beside a measurement, in words: ``"within 10% of"``, ``"30% above"``, ``"4.7× below"`` (a share of
+    the measurement, or a factor from 1.5 on, where both have the same sign), else the difference (``"0.2 below"``)."""
+    if abs(predicted - measured) <= 0.1 * abs(measured):
+        return "within 10% of"
+    direction = "below" if predicted < measured else "above"
+    if predicted * measured > 0:
+        factor = max(predicted / measured, measured / predicted)
+        if factor < 1.5:
+            return f"{abs(predicted / measured - 1):.0%} {direction}"
+        return f"{factor:.2g}× {direction}" if factor < 10 else f"{factor:.0f}× {direction}"
+    return f"{abs(measured - predicted):.2g}{unit} {direction}"
 
 
 def _statistic(samples: np.ndarray, quantile: float, higher: np.ndarray, axis: int) -> np.ndarray:
@@ -209,9 +294,10 @@ def _verdict(
         spread=_spread(samples),
         samples={n: list(v) for n, v in samples.items()},
         prediction=claim.prediction,
+        predicted=claim.predicted,
         unit=claim.unit,
         strict=claim.strict,
-        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,  # elsewhere (Windows): None
         cpus=os.cpu_count(),
         **extra,
     )
@@ -226,10 +312,11 @@ def _raise_if_contradicted(result: Verdict) -> None:
 
 
 def table(verdicts: Verdict | Sequence[Verdict] | Sequence[Mapping]) -> Any:
-    """Decided claims as a table (a pandas DataFrame): claim, prediction, measured with its interval, verdict.
+    """Decided claims as a table (a pandas DataFrame): claim, prediction, measured with its interval, verdict, and
+    how far a numeric prediction was from the measurement.
 
     Taught in notebook `start_here`. Takes verdicts, or the claims a result log recorded (``log.claims``: the same
-    fields as dictionaries).
+    fields as dictionaries; records written before claims carried a numeric prediction read as having none).
     """
     import pandas as pd
 
@@ -239,18 +326,25 @@ def table(verdicts: Verdict | Sequence[Verdict] | Sequence[Mapping]) -> Any:
         get = v.get if isinstance(v, Mapping) else lambda key, default=None: getattr(v, key, default)
         unit = get("unit", "") or ""
         confidence = get("confidence")
+        predicted = get("predicted")
         return {
             "claim": get("statement"),
-            "predicted": get("prediction") or "",
+            "predicted": get("prediction") or (f"{predicted:.3g}{unit}" if predicted is not None else ""),
             "measured": f"{get('estimate'):.3g}{unit}",
             "interval": f"{get('low'):.3g}{unit} to {get('high'):.3g}{unit}"
             + (f" ({confidence:.0%})" if confidence is not None else ""),
             "claimed": get("expect"),
             "verdict": str(get("verdict")),
+            "prediction vs measured": (
+                _prediction_error(predicted, get("estimate", math.nan), unit).removesuffix(" of")
+                if predicted is not None
+                else ""
+            ),
         }
 
     return pd.DataFrame(
-        [row(v) for v in listed], columns=["claim", "predicted", "measured", "interval", "claimed", "verdict"]
+        [row(v) for v in listed],
+        columns=["claim", "predicted", "measured", "interval", "claimed", "verdict", "prediction vs measured"],
     )
 
 

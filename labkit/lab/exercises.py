@@ -143,7 +143,7 @@ def check_prediction(
             raise ValueError("with more than one variant, say which quantity the prediction is about (of=...)")
         of = stat(next(iter(measured)))
     claim = Claim(f"{label}: your prediction {prediction:.3g}{unit}, within a factor {spec.within:g}",
-                  of.between(*band[1:]), unit=unit, strict=False)  # fmt: skip
+                  of.between(*band[1:]), unit=unit, strict=False, predicted=float(prediction))  # fmt: skip
     verdict = decide(claim, measured, **options)
     if verdict.verdict == HOLDS:
         print(f"{label}: your prediction holds on this machine.")
