@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,16 @@ DATASHEET_ROWS: tuple[Datasheet, ...] = (
               "NVIDIA T4 datasheet (Turing: no sparsity, no bf16/TF32; 'mixed precision FP16/FP32 65 TFLOPS')"),
     Datasheet("L4", ("NVIDIA L4",), 30.3, 60.0, 121.0, 121.0, 242.5, 242.5, 300.0, 24,
               "NVIDIA L4 datasheet (sparse 120/242/485 halved)"),
-    Datasheet("A10G", ("NVIDIA A10G",), 35.0, 35.0, 70.0, 70.0, None, 140.0, 600.0, 24,
-              "no NVIDIA datasheet (an AWS part): 24 GB and 600 GB/s from AWS's G5 page; peaks derived from its "
-              "80 SMs at 1.71 GHz with GA102's per-SM rates at fp32 accumulation (512 dense 16-bit FLOP/clock)"),
+    Datasheet("A10", ("NVIDIA A10",), 31.2, 62.5, 125.0, 125.0, None, 250.0, 600.0, 24,
+              "NVIDIA A10 datasheet (sparse 125/250/500 halved; 24 GB GDDR6, 600 GB/s): a datacenter GA102, its "
+              "16-bit tensor rate with fp32 accumulation is full (72 SMs x 1,024 FLOP/clock x 1.695 GHz = 125)"),
+    Datasheet("A10G", ("NVIDIA A10G",), 35.0, 35.0, 70.0, 70.0, None, 280.0, 600.0, 24,
+              "no NVIDIA datasheet (an AWS part, not the A10: the A10's figures do not apply): 24 GB and 600 GB/s "
+              "from AWS's G5 page; peaks derived from its 80 SMs (AWS: 80 RT cores, one per SM) at 1.71 GHz with "
+              "GeForce GA102's dense per-SM rates (GA102 whitepaper, RTX 3090: 256 fp32 and TF32, 512 16-bit at "
+              "fp32 accumulation, 2,048 int8 per clock). A published A10G run (PyTorch 2.7; GitHub zzc0721/torch-"
+              "performance-test-data, issue 126) measured 69.5 TFLOP/s bf16 and 34.7 TF32 matmuls: 99% of these, "
+              "half of a full-rate part's. int8 is derived, not measured"),
     Datasheet("RTX 3090", ("NVIDIA GeForce RTX 3090",), 35.6, 35.6, 71.0, 71.0, None, 284.0, 936.0, 24,
               _AMPERE_GA102),
     Datasheet("RTX 4090", ("NVIDIA GeForce RTX 4090",), 82.6, 82.6, 165.2, 165.2, 330.3, 660.6, 1008.0, 24, _ADA),
@@ -114,6 +122,39 @@ def datasheet_for(device_name: str) -> Datasheet | None:
     if not isinstance(device_name, str):
         raise TypeError(f"device_name must be a string (a GPU's reported name), got {type(device_name).__name__}")
     return _BY_REPORTED.get(_normal(device_name))
+
+
+NOT_PUBLISHED = "not published"  # a datasheet table's cell where the vendor gives no figure (no such units)
+_TABLE_FORMATS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+def datasheet_table(
+    formats: tuple[str, ...] = ("fp32", "tf32", "bf16"),
+    ridges: bool = True,
+    rows: tuple[Datasheet, ...] = DATASHEET_ROWS,
+    digits: int = 1,
+) -> Any:
+    """The datasheets as a table (a pandas DataFrame, one row per GPU): dense peaks in TFLOP/s (int8 in TOP/s),
+    bandwidth in GB/s and, with ``ridges``, each format's ridge point in FLOP/byte.
+
+    Taught in notebook `start_here`. A format a GPU has no units for reads "not published" (a T4's bf16 and TF32),
+    not NaN: there is no figure to read, and a blank or a NaN reads as a missing measurement.
+    """
+    import pandas as pd
+
+    unknown = [f for f in formats if f not in _TABLE_FORMATS]
+    if unknown or not formats:
+        raise ValueError(f"formats {unknown or '(none)'} are not datasheet formats; choose from {_TABLE_FORMATS}")
+
+    def cell(value: float | None) -> object:
+        return NOT_PUBLISHED if value is None else round(value, digits)
+
+    def row(sheet: Datasheet) -> dict[str, object]:
+        peaks = {f: cell(getattr(sheet, f"{f}_tops" if f == "int8" else f"{f}_tflops")) for f in formats}
+        ridge = {f"{f} ridge": cell(sheet.ridge(f)) for f in formats if ridges and f != "int8"}
+        return peaks | {"GB/s": cell(sheet.bandwidth_gbs)} | ridge
+
+    return pd.DataFrame([row(sheet) for sheet in rows], index=pd.Index([sheet.name for sheet in rows], name="GPU"))
 
 
 # GPU memory in GiB (2**30 bytes). The "GB" of HBM parts are binary: an "80 GB" H100 has 80 GiB of HBM3 and a
