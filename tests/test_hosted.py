@@ -3,11 +3,8 @@
 repository address in pyproject.toml."""
 
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +13,7 @@ import nbformat
 import pytest
 import torch
 from conftest import NOTEBOOKS, ROOT
+from scratch_env import labkit_wheel, scratch_python
 
 from labkit.core import compat
 from labkit.instruments import ceilings
@@ -102,22 +100,8 @@ def test_the_install_cell_installs_labkit_where_it_is_missing_and_does_nothing_w
     in a scratch environment that has labkit's dependencies (the test environment's, through a path file) but not
     labkit: it installs labkit, which then imports from there. Where labkit imports already (the scratch
     environment afterwards, and the test environment with its editable labkit) it starts no process at all."""
-    source = tmp_path / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "labkit", source / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
-         str(tmp_path / "dist"), str(source)],
-        check=True, timeout=300, capture_output=True,
-    )  # fmt: skip
-    (wheel,) = (tmp_path / "dist").glob("labkit-*.whl")
-    env_dir = tmp_path / "env"
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    site = Path(_run(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])", tmp_path, {}).stdout.strip())
-    (site / "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # pip and torch, not labkit
+    wheel = labkit_wheel(tmp_path)
+    python, site = scratch_python(tmp_path / "env")  # pip and torch, not labkit
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PIP_NO_INDEX="1", PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     cell = hosted.cell_source(wheel.as_uri())

@@ -6,15 +6,12 @@ the editable install every other test uses cannot show that. The scratch environ
 environment's installed dependencies (torch and the rest) through a path file, but not its editable labkit.
 """
 
-import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from scratch_env import labkit_wheel, scratch_python
 
 from labkit.lab import records
 
@@ -37,23 +34,8 @@ print(json.dumps(dict(file=labkit.__file__, modules=names, root=None if root is 
 def installed(tmp_path_factory):
     """A scratch environment's python with labkit installed from a wheel built out of this checkout."""
     work = tmp_path_factory.mktemp("wheel")
-    source = work / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "labkit", source / "labkit", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"),
-         str(source)],
-        check=True, timeout=300,
-    )  # fmt: skip
-    (wheel,) = (work / "dist").glob("labkit-*.whl")
-    env = work / "env"
-    venv.create(env, with_pip=False)
-    python = env / "bin" / "python"
-    site = Path(subprocess.check_output([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                        text=True).strip())  # fmt: skip
-    (site / "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = labkit_wheel(work)
+    python, site = scratch_python(work / "env")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index",
          str(wheel)],
