@@ -50,3 +50,27 @@ def pytest_terminal_summary(terminalreporter):
         for verdict in ("holds", "undecided", "contradicted"):
             count = sum(c["verdict"] == verdict for c in _CLAIMS)
             terminalreporter.write_line(f"{verdict}: {count}")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright, for the browser tier (tests/test_browser.py, tests/test_book_layout.py).
+
+    Skipped where Chromium is missing, unless LABKIT_REQUIRE_BROWSER is set (CI): then that is a failure."""
+    from test_browser import ARTIFACTS, CHROMIUM_FLAGS, _chromium
+
+    chromium = _chromium()
+    if chromium is None:
+        message = "Chromium not found (Debian: apt-get install chromium; or set LABKIT_CHROMIUM)"
+        if os.environ.get("LABKIT_REQUIRE_BROWSER", "") not in ("", "0"):
+            pytest.fail(message + ", and LABKIT_REQUIRE_BROWSER is set")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        chrome = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield chrome
+        finally:
+            chrome.close()

@@ -15,7 +15,7 @@ import build_book
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
-from test_browser import ARTIFACTS, CHROMIUM_FLAGS, ROOT, _chromium
+from test_browser import ARTIFACTS, ROOT
 
 from labkit.claims.verdicts import CONTRADICTED, HOLDS, UNDECIDED, Verdict
 
@@ -93,32 +93,16 @@ def book_page(tmp_path_factory):
     return base / "book" / "00_layout.html"
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("Chromium not found (Debian: apt-get install chromium; or set LABKIT_CHROMIUM)")
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-def _open(chromium, page_file, size):
-    page = chromium.new_page(viewport={"width": size[0], "height": size[1]})
+def _open(browser, page_file, size):
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.goto(page_file.as_uri())
     page.wait_for_load_state("load")
     return page
 
 
 @pytest.mark.parametrize("size", LAPTOPS, ids=lambda s: f"{s[0]}px")
-def test_at_a_laptops_width_every_code_and_output_line_fits_the_column(chromium, book_page, size):
-    page = _open(chromium, book_page, size)
+def test_at_a_laptops_width_every_code_and_output_line_fits_the_column(browser, book_page, size):
+    page = _open(browser, book_page, size)
     try:
         blocks = page.evaluate(_OVERFLOWING)
         page.locator("article div.cell").first.scroll_into_view_if_needed()
@@ -131,8 +115,8 @@ def test_at_a_laptops_width_every_code_and_output_line_fits_the_column(chromium,
     assert not clipped, f"at {size[0]} px these blocks scroll sideways (a {LINE}-character line must fit): {clipped}"
 
 
-def test_at_a_phones_width_each_verdict_word_is_on_screen(chromium, book_page):
-    page = _open(chromium, book_page, PHONE)
+def test_at_a_phones_width_each_verdict_word_is_on_screen(browser, book_page):
+    page = _open(browser, book_page, PHONE)
     try:
         found = page.evaluate(_WORDS, list(WORDS.values()))
         sideways = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")

@@ -166,25 +166,6 @@ def _pgid(pid: int) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    chromium = _chromium()
-    if chromium is None:
-        message = "Chromium not found (Debian: apt-get install chromium; or set LABKIT_CHROMIUM)"
-        if os.environ.get("LABKIT_REQUIRE_BROWSER", "") not in ("", "0"):
-            pytest.fail(message + ", and LABKIT_REQUIRE_BROWSER is set")
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        chrome = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield chrome
-        finally:
-            chrome.close()
-
-
-@pytest.fixture(scope="module")
 def lab(browser, tmp_path_factory):
     home_before = set(os.listdir(Path.home()))
     server = LabServer(tmp_path_factory.mktemp("lab"))

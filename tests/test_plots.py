@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from labkit.instruments.ceilings import Roofline
-from labkit.lab import plots
+from labkit.lab import plot_rules, plots
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def good_figure():
 
 
 def test_a_figure_that_follows_the_rules_passes():
-    assert plots.audit_figure(good_figure()) == []
+    assert plot_rules.audit_figure(good_figure()) == []
 
 
 def test_a_shared_axis_is_labelled_once():
@@ -42,7 +42,7 @@ def test_a_shared_axis_is_labelled_once():
         ax.plot([1, 2], [3, 4])
         ax.set_xlabel("hour of the day (h)")
     a.set_ylabel("devices in use (GPUs)")
-    assert plots.audit_figure(fig) == []
+    assert plot_rules.audit_figure(fig) == []
 
 
 def test_each_breach_is_named():
@@ -50,7 +50,7 @@ def test_each_breach_is_named():
     ax.plot([1, 2, 3], [1, 4, 9], color="red")
     ax.set_xlabel("batch size")  # no unit
     ax.text(1, 1, "tiny", fontsize=5)
-    problems = "\n".join(plots.audit_figure(fig))
+    problems = "\n".join(plot_rules.audit_figure(fig))
     assert "12.0 in wide" in problems
     assert "'batch size' names no unit" in problems
     assert "the y axis has no label" in problems
@@ -62,7 +62,7 @@ def test_a_rainbow_colormap_is_refused():
     fig, ax = plt.subplots()
     ax.scatter([1, 2], [1, 2], c=[0.0, 1.0], cmap="jet")
     ax.set(xlabel="x (m)", ylabel="y (m)")
-    assert any("colormap 'jet'" in p for p in plots.audit_figure(fig))
+    assert any("colormap 'jet'" in p for p in plot_rules.audit_figure(fig))
 
 
 @pytest.mark.processes
@@ -82,7 +82,7 @@ def test_the_audit_makes_show_fail_in_a_notebook_process():
 
 
 def problems_of(fig) -> str:
-    return "\n".join(plots.audit_figure(fig))
+    return "\n".join(plot_rules.audit_figure(fig))
 
 
 def labelled_axes(**kwargs):
@@ -105,7 +105,7 @@ def test_labels_apart_and_a_legend_beside_the_data_pass():
     ax.annotate("small batch", (1, 1), xytext=(5, 3), textcoords="offset points")
     ax.annotate("large batch", (3, 9), xytext=(-5, -3), textcoords="offset points", ha="right", va="top")
     ax.legend(loc="upper left")  # the line rises from the lower left to the upper right: that corner is empty
-    assert plots.audit_figure(fig) == []
+    assert plot_rules.audit_figure(fig) == []
 
 
 def test_a_legend_over_a_line_or_over_points_fails():
@@ -139,7 +139,7 @@ def test_crowded_minor_labels_on_a_log_axis_fail_until_only_major_ticks_are_labe
     assert "the x axis tick labels '2×10^1' and '3×10^1' crowd" in problems, problems
     assert "labkit.log_ticks(ax)" in problems
     plots.log_ticks(ax)
-    assert plots.audit_figure(fig) == []
+    assert plot_rules.audit_figure(fig) == []
     assert shown_labels(ax) == ["20", "50"]  # 1, 2 and 5 × 10^k, as plain numbers
     assert [t.get_text() for t in ax.xaxis.get_minorticklabels() if t.get_text()] == []
 
@@ -160,7 +160,7 @@ def test_log_ticks_label_whole_decades_on_a_long_axis():
     plots.log_ticks(ax)
     shown = shown_labels(ax)
     assert shown[:3] == ["0.01", "0.1", "1"] and shown[-2:] == ["$10^{5}$", "$10^{6}$"], shown  # whole decades
-    assert plots.audit_figure(fig) == []
+    assert plot_rules.audit_figure(fig) == []
 
 
 def test_tick_labels_that_overlap_fail():
@@ -192,7 +192,7 @@ def test_labels_placed_at_one_offset_collide_on_the_roofline():
 
 def test_the_roofline_places_its_labels_apart_and_its_legend_under_the_axes():
     ax = plots.plot_roofline(ROOFLINE, POINTS, title="roofline", ceilings={"bfloat16 peak": 200e9})
-    assert plots.audit_figure(ax.figure) == []
+    assert plot_rules.audit_figure(ax.figure) == []
     texts = {t.get_text(): t.get_window_extent() for t in ax.texts}
     assert set(texts) == {p["label"] for p in POINTS} | {"ridge 3.4 FLOP/B"}
     legend = ax.get_legend().get_window_extent()
@@ -220,5 +220,5 @@ def test_the_style_sizes_figures_for_the_book_column():
     fig, ax = labelled_axes()
     ax.plot([1, 2], [1, 2])
     width_px = fig.get_size_inches()[0] * fig.dpi
-    assert 800 <= width_px <= 900 and fig.get_size_inches()[0] <= plots.MAX_WIDTH_IN
-    assert plots.audit_figure(fig) == []
+    assert 800 <= width_px <= 900 and fig.get_size_inches()[0] <= plot_rules.MAX_WIDTH_IN
+    assert plot_rules.audit_figure(fig) == []

@@ -19,11 +19,7 @@ from matplotlib.transforms import Bbox
 from tqdm.auto import tqdm
 
 from ..instruments.ceilings import Roofline
-from .plot_rules import MAX_WIDTH_IN as MAX_WIDTH_IN  # re-exported: labkit.start reaches the audit here
 from .plot_rules import MIN_GAP_PT, OKABE_ITO
-from .plot_rules import audit_figure as audit_figure
-from .plot_rules import audit_requested as audit_requested
-from .plot_rules import install_audit as install_audit
 
 BOOK_FIGSIZE_IN = (8.4, 4.2)  # at 100 dpi, 840 px: the book's column at full size (plot_rules.MAX_WIDTH_IN)
 

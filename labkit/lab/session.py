@@ -206,7 +206,7 @@ def start(
     """
     from ..core import allocator
     from ..core import device as device_mod
-    from . import plots, records, sizes
+    from . import plot_rules, plots, records, sizes
 
     environment.check_all()  # every LABKIT_* setting, before it is first needed
     chosen = device_mod.choose_device(device)
@@ -223,8 +223,8 @@ def start(
     _tables_without_row_numbers()
     plots.use_style()
     warnings.formatwarning = errors.plain_lab_warnings(warnings.formatwarning)  # labkit's own: one plain line
-    if plots.audit_requested():
-        plots.install_audit()
+    if plot_rules.audit_requested():
+        plot_rules.install_audit()
     card = records.machine_card(chosen, dtype=dtype, profile=resolved)
     lab = Lab(name, chosen, resolved, cfg, card, records.ResultLog(name, card), n_threads)
     if show:
