@@ -4,6 +4,10 @@ Taught in notebook `serving_llms`. :class:`Engine` serves :class:`Request`\ s ar
 the ``"continuous"`` policy admits waiting requests and retires finished ones at every decode step (iteration-level
 scheduling, Orca: Yu et al., OSDI 2022); the ``"static"`` policy admits a new batch only when the whole previous
 batch has finished. Its scheduler loop is :meth:`Engine.schedule`, short enough to read in one sitting.
+
+Where the loop's requests come from is a small source object: :class:`ReplaySource` releases a trace known in
+advance at its arrival times (:meth:`Engine.serve`); :class:`labkit.serving.live.LiveSource` takes requests as
+other threads submit them and streams each token as it is made (notebook `serving_endpoint`). The loop is the same.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -52,6 +57,7 @@ class RequestRecord(Result):
     error: str | None = None
     preempted: int = 0  # times its blocks were taken back and its tokens recomputed later
     cached_tokens: int = 0  # prompt tokens found in the prefix cache at its (last) admission
+    recomputed: int = 0  # its tokens prefilled again after pre-emptions
 
     @property
     def ok(self) -> bool:
@@ -101,6 +107,16 @@ class ServingRun(Result):
         """The step that held the most sequences' tokens (the busiest moment of the cache)."""
         return max(self.usage, key=lambda u: u["tokens"])
 
+    @classmethod
+    def of(
+        cls, policy: str, records: list[RequestRecord], duration_s: float, steps: Sequence[tuple[int, dict]]
+    ) -> ServingRun:
+        """A run from its records and its trace of decode steps, each (batch size, cache usage)."""
+        preemptions = sum(r.preempted for r in records)
+        recomputed = sum(r.recomputed for r in records)
+        return cls(policy, list(records), duration_s, len(steps), [b for b, _ in steps], [u for _, u in steps],
+                   preemptions, recomputed)  # fmt: skip
+
 
 def _whole(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
@@ -145,6 +161,66 @@ def check_request(req: Request, max_len: int, vocab: int, horizon_s: float = mat
                          f"{horizon_s:g} s, got {arrival!r}")  # fmt: skip
 
 
+class RequestSource(Protocol):
+    """Where the scheduler loop's requests come from and where their tokens go (notebook `serving_llms`).
+
+    :meth:`Engine.schedule` reads only this: ``requests`` and ``records`` (by request id, every request that has
+    arrived), ``steps`` (one ``(batch size, cache usage)`` per decode step, appended by the loop), ``now()`` (seconds
+    on the run's clock), ``more()`` (whether more requests may still come), ``arrived()`` (the requests whose
+    arrival time has come, taken once), ``wait()`` (called when the engine has nothing to do: block until there may
+    be more) and ``emit(record)`` (called after each token appended to a record).
+    """
+
+    requests: dict[int, Request]
+    records: dict[int, RequestRecord]
+    steps: list[tuple[int, dict]]
+
+    def now(self) -> float: ...
+    def more(self) -> bool: ...
+    def arrived(self) -> list[Request]: ...
+    def wait(self) -> None: ...
+    def emit(self, record: RequestRecord) -> None: ...
+
+
+class ReplaySource:
+    """Requests known in advance, each released when the run's clock reaches its ``arrival_s`` (notebook `serving_llms`).
+
+    Taught in notebook `serving_endpoint`, which prints :meth:`arrived` beside the live source's.
+
+    What :meth:`Engine.serve` feeds its scheduler loop: ``requests`` must be valid (:meth:`Engine.check`), with
+    unique ids, and ``records`` holds one record per request id. The run's clock starts when the source is made.
+    """
+
+    def __init__(
+        self, requests: Sequence[Request], records: dict[int, RequestRecord], clock: Callable[[], float]
+    ) -> None:
+        self.requests = {r.rid: r for r in requests}
+        self.records = records
+        self.steps: list[tuple[int, dict]] = []
+        self.clock = clock
+        self.pending = deque(sorted(requests, key=lambda r: r.arrival_s))
+        self.start = clock()
+
+    def now(self) -> float:
+        return self.clock() - self.start
+
+    def more(self) -> bool:
+        return bool(self.pending)
+
+    def arrived(self) -> list[Request]:
+        now, out = self.now(), []
+        while self.pending and self.pending[0].arrival_s <= now:
+            out.append(self.pending.popleft())
+        return out
+
+    def wait(self) -> None:
+        if self.pending:
+            time.sleep(max(0.0, self.pending[0].arrival_s - self.now()))
+
+    def emit(self, record: RequestRecord) -> None:
+        pass  # the records are the run's result, read when it ends
+
+
 class Engine:
     """A generation server on one model: prefill each admitted request, then decode every running one per step.
 
@@ -186,6 +262,14 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.device = next(model.parameters()).device
 
+    def check(self, req: Request, horizon_s: float = math.inf) -> None:
+        """Raise ValueError if ``req`` fails :func:`check_request` or needs more blocks than the whole cache has."""
+        check_request(req, self.model.max_len, self.model.lm_head.out_features, horizon_s)
+        need = self.cache.blocks_for(len(req.prompt) + req.max_tokens)
+        if need > self.cache.num_blocks:
+            raise ValueError(f"request {req.rid}: needs {need} blocks of KV cache; the whole cache has "
+                             f"{self.cache.num_blocks}")  # fmt: skip
+
     def serve(
         self, requests: Sequence[Request], clock: Callable[[], float] = time.perf_counter, horizon_s: float = 600.0
     ) -> ServingRun:
@@ -197,7 +281,6 @@ class Engine:
         """
         if not isinstance(horizon_s, (int, float)) or not math.isfinite(horizon_s) or horizon_s <= 0:
             raise ValueError(f"horizon_s must be a finite positive number of seconds, got {horizon_s!r}")
-        vocab = self.model.lm_head.out_features
         order: list[RequestRecord] = []  # one record per request, in the order given
         records: dict[int, RequestRecord] = {}
         valid: list[Request] = []
@@ -209,49 +292,43 @@ class Engine:
                                    getattr(req, "max_tokens", 0))  # fmt: skip
             order.append(record)
             try:
-                check_request(req, self.model.max_len, vocab, horizon_s)
+                self.check(req, horizon_s)
                 if req.rid in records:
                     raise ValueError(f"request {rid!r}: its id repeats an earlier request's (ids must be unique)")
-                need = self.cache.blocks_for(len(req.prompt) + req.max_tokens)
-                if need > self.cache.num_blocks:
-                    raise ValueError(f"request {rid}: needs {need} blocks of KV cache; the whole cache has "
-                                     f"{self.cache.num_blocks}")  # fmt: skip
             except ValueError as exc:
                 record.error = str(exc)
                 continue
             records[req.rid] = record
             valid.append(req)
         held_before = set(self.cache.tables)
+        source = ReplaySource(valid, records, clock)
         try:
-            return self.schedule(valid, records, order, clock)
+            self.schedule(source)
         finally:  # an error mid-run (the model, a cache bug, an interrupt) must not leave sequences in the cache
             for seq in set(self.cache.tables) - held_before:
                 self.cache.release(seq)
+        return ServingRun.of(self.policy, order, source.now(), source.steps)
 
-    def schedule(self, requests: list[Request], records: dict, order: list[RequestRecord], clock) -> ServingRun:
+    def schedule(self, source: RequestSource) -> None:
         """The scheduler loop: each pass admits, pre-empts, prefills and runs one decode step for every running request.
 
-        Taught in notebook `serving_llms`, which prints it. Called by :meth:`serve` with the requests it checked.
+        Taught in notebook `serving_llms`, which prints it. ``source`` is where requests come from and where their
+        tokens go: a :class:`ReplaySource` (:meth:`serve`) or live traffic (:class:`labkit.serving.live.LiveEngine`).
         """
-        by_id = {r.rid: r for r in requests}
-        pending = deque(sorted(requests, key=lambda r: r.arrival_s))
+        records = source.records  # rid -> its RequestRecord, for every request that has arrived
         waiting: deque[Request] = deque()
         running: dict[int, int] = {}  # rid -> last token, in the order admitted
-        steps, batch_sizes, usage, recomputed = 0, [], [], 0
         on_demand = self.cache.admission == "on-demand"
         prefilling: dict[int, list[int]] = {}  # rid -> the prompt tokens it still has to prefill, admitted order
-        start = clock()
-        while pending or waiting or running or prefilling:
-            now = clock() - start
-            while pending and pending[0].arrival_s <= now:
-                waiting.append(pending.popleft())
+        while source.more() or waiting or running or prefilling:
+            waiting.extend(source.arrived())  # the requests whose arrival time has come
             keep = self.cache.blocks_needed(running) if on_demand else 0
             while on_demand and keep > self.cache.free_blocks:  # pre-empt the newest until the others fit
                 victim = next(reversed(running))
                 running.pop(victim)
                 self.cache.release(victim)
                 records[victim].preempted += 1
-                waiting.appendleft(by_id[victim])
+                waiting.appendleft(source.requests[victim])
                 keep = self.cache.blocks_needed(running)
             admit: list[Request] = []
             if self.policy == "continuous" or not (running or prefilling):
@@ -265,7 +342,7 @@ class Engine:
                     cached = self.cache.admit(req.rid, len(req.prompt) + req.max_tokens, now_tokens, keep, tokens)
                     keep += self.cache.blocks_for(now_tokens) if on_demand else 0
                     records[req.rid].cached_tokens = min(cached, len(req.prompt))
-                    recomputed += max(0, len(records[req.rid].tokens) - max(0, cached - len(req.prompt)))
+                    records[req.rid].recomputed += max(0, done - max(0, cached - len(req.prompt)))
                     prefilling[req.rid] = tokens[cached:]
                     admit.append(waiting.popleft())
             budget = math.inf if self.prefill_chunk is None else self.prefill_chunk
@@ -280,27 +357,22 @@ class Engine:
                     del prefilling[rid]
                     first = int(logits[0, -1].argmax())
                     sync(self.device)
-                    self._emit(records[rid], first, clock() - start, running)
+                    self._emit(source, records[rid], first, source.now(), running)
             if running:
                 rids = list(running)
                 last = torch.tensor([[running[r]] for r in rids], device=self.device)
                 nxt = self.cache.forward(self.model, rids, last)[:, -1].argmax(-1).tolist()
                 sync(self.device)
-                now = clock() - start
-                usage.append(self.cache.usage())
-                steps += 1
-                batch_sizes.append(len(rids))
+                now = source.now()
+                source.steps.append((len(rids), self.cache.usage()))  # the run's trace: batch size, cache usage
                 for rid, token in zip(rids, nxt, strict=True):
-                    self._emit(records[rid], token, now, running)
-            elif not admit and not prefilling and pending:
-                time.sleep(max(0.0, pending[0].arrival_s - (clock() - start)))
+                    self._emit(source, records[rid], token, now, running)
             elif not admit and not prefilling and waiting:
                 raise CacheFull(f"request {waiting[0].rid} can never be admitted: the cache is empty and too small")
-        preemptions = sum(r.preempted for r in order)
-        return ServingRun(self.policy, order, clock() - start, steps, batch_sizes, usage, preemptions,
-                          recomputed)  # fmt: skip
+            elif not admit and not prefilling:
+                source.wait()  # idle: until the next arrival (a replayed trace) or submission (live traffic)
 
-    def _emit(self, record: RequestRecord, token: int, at: float, running: dict[int, int]) -> None:
+    def _emit(self, source: RequestSource, record: RequestRecord, token: int, at: float, running: dict) -> None:
         record.tokens.append(token)
         record.token_times.append(at)
         if len(record.tokens) == record.max_tokens:
@@ -308,6 +380,7 @@ class Engine:
             self.cache.release(record.rid)
         else:
             running[record.rid] = token
+        source.emit(record)
 
 
 def poisson_requests(
