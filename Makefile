@@ -21,7 +21,7 @@ PROFILE ?= quick
 # prints a command's steps. Each tier of `make test` notes its seconds in build/tier-times.json (tools/tier_time.py;
 # tools/render_docs.py states them in CONTRIBUTING). `lab` adds --allow-root when run as root, as Jupyter asks.
 
-.PHONY: lab test unit processes notebooks nb browser lint docs report book doctor clean other-python
+.PHONY: lab test unit processes notebooks nb browser lint docs report book doctor clean other-python aiperf
 
 # Create the virtual environment on first use, and again whenever the pins change. With TORCH=cpu, torch and
 # torchvision come first from the CPU index, without their dependencies (PyPI brings those, pinned, in the next line;
@@ -84,6 +84,13 @@ book: $(STAMP)
 
 doctor: $(LAB_STAMP)
 	$(BIN)/python -m labkit doctor
+
+# NVIDIA AIPerf, the benchmark client of notebook `serving_endpoint`, in a virtual environment of its own
+# (.venv-aiperf, or $$LABKIT_AIPERF_VENV: it pins its own pandas and numpy): made once, about 1.2 GB and a minute or
+# two, then only checked (its stamp file). Without it the notebook says how to make it and the tests skip; CI makes
+# it before `make test` and sets LABKIT_REQUIRE_AIPERF=1 so that they run.
+aiperf: $(LAB_STAMP)
+	$(BIN)/python -m labkit aiperf
 
 # The unit tier and two notebooks on another Python (3.13, or OTHER_PYTHON=3.12), in its own venv under build/, and
 # a check that every pin in constraints.txt has wheels for 3.12 and 3.13 on Linux, macOS and Windows. Where that

@@ -1,4 +1,4 @@
-"""Command line: ``python -m labkit lab | test | nb | doctor | book | report | settings``, with or without make."""
+"""Command line: ``python -m labkit lab | test | nb | doctor | book | report | settings | aiperf``, with or without make."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--build", default="build", help="output folder (default: build)")
     rep.add_argument("--only", nargs="*", default=None, help="notebook names to run (default: all)")
     sub.add_parser("settings", help="list every LABKIT_* environment variable: meaning, allowed values, default")
+    sub.add_parser(
+        "aiperf", help="make AIPerf's virtual environment once (notebook serving_endpoint); print its Python"
+    )
     return parser
 
 
@@ -57,6 +60,18 @@ def main(argv: list[str] | None = None) -> int:
         from .core.environment import markdown_table
 
         print(markdown_table())
+        return 0
+
+    if args.command == "aiperf":
+        from .serving.bench import aiperf_env, aiperf_venv_dir
+
+        made = aiperf_env() is not None
+        try:
+            python = aiperf_env(create=True)
+        except (RuntimeError, ValueError) as exc:
+            print(f"python -m labkit aiperf: {exc}", file=sys.stderr)
+            return 1
+        print(f"AIPerf's environment {'is ready' if made else 'was made'}: {aiperf_venv_dir()} ({python})")
         return 0
 
     if args.command == "doctor":

@@ -104,6 +104,10 @@ SETTINGS: dict[str, Setting] = {
                 "1, 0", "0", _flag, False),
         Setting("LABKIT_CHROMIUM", "the Chromium binary for the browser tests", "a path",
                 "chromium or chromium-browser on PATH", lambda t: t),
+        Setting("LABKIT_AIPERF_VENV", "the virtual environment AIPerf runs from (labkit.serving.bench)", "a folder",
+                ".venv-aiperf in the clone, else the user's cache folder", _folder),
+        Setting("LABKIT_REQUIRE_AIPERF", "the AIPerf tests fail instead of skipping without its environment (CI sets 1)",
+                "1, 0", "0", _flag, False),
     )
 }  # fmt: skip
 
