@@ -2,7 +2,8 @@
 
 Each is the notebook as the learner gets it (its exercises unsolved), then its exercises solved and their checkers
 asserting (tests/solutions.py), then one cell that records the run: the ``PROFILE`` the kernel ended with, whether
-any cell raised, and the seconds since the kernel started, to the learner's last cell (what Restart & Run All costs
+any cell raised, what the lesson left running at its end (listening sockets other than the kernel's, child
+processes), and the seconds since the kernel started, to the learner's last cell (what Restart & Run All costs
 a learner, the budget's measure) and to the end of the solutions. papermill injects the quick parameters
 (``PROFILE``) after each notebook's ``parameters`` cell, as it does for ``make report``; nbval then executes every
 cell and compares the ``# NBVAL_CHECK_OUTPUT`` ones with their stored outputs. One run per notebook does both jobs:
@@ -38,7 +39,19 @@ def _since_kernel_start():
     return round(_time.time() - _psutil.Process().create_time(), 2)
 
 
-_learner_wall_s = _since_kernel_start()"""
+def _left_behind():  # what the lesson left running: sockets listening (not before it) and child processes
+    me = _psutil.Process()
+    ports = {c.laddr.port for c in me.net_connections("inet") if c.status == "LISTEN"} - _listening_before
+    return dict(listening=sorted(ports), children=sorted(" ".join(p.cmdline()[:3]) for p in me.children(recursive=True)))
+
+
+_learner_wall_s = _since_kernel_start()
+_left = _left_behind()"""
+MARK_LEARNER_START = """\
+# Added by the test suite: what listens in this kernel before the lesson (its own sockets).
+import psutil as _psutil
+
+_listening_before = {c.laddr.port for c in _psutil.Process().net_connections("inet") if c.status == "LISTEN"}"""
 RECORD_RUN = """\
 # Added by the test suite: what this run was (tests/test_notebooks.py reads it).
 import sys as _sys
@@ -47,7 +60,8 @@ _error = getattr(_sys, "last_value", None)  # IPython keeps the last exception a
 labkit.lab.records.write_json_atomic(
     labkit.lab.records.results_dir() / "{name}{suffix}",
     dict(notebook="{name}", profile_parameter=PROFILE, error_shown=None if _error is None else repr(_error),
-         learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start(), references_shown=lab.references_shown),
+         learner_wall_s=_learner_wall_s, wall_s=_since_kernel_start(), references_shown=lab.references_shown,
+         left_behind=_left),
 )"""
 
 
@@ -63,6 +77,7 @@ def prepare(notebook: Path, out_dir: Path) -> Path:
     learners_cells = len(given.cells)
     nb = with_solutions_appended(given)
     nb.cells.insert(learners_cells, nbformat.v4.new_code_cell(MARK_LEARNER_END))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(MARK_LEARNER_START))
     nb.cells.append(nbformat.v4.new_code_cell(RECORD_RUN.format(name=notebook.stem, suffix=RUN_SUFFIX)))
     out = out_dir / notebook.name
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,6 +36,8 @@ def test_notebook_ran_to_its_end_with_the_quick_parameters(path, session_started
     run = json.loads(run_file.read_text())
     wall_times[path.stem] = (run["learner_wall_s"], run["wall_s"])
     assert run["error_shown"] is None, f"{path.name}: a cell raised {run['error_shown']}"
+    # A server, a worker pool or a load generator the lesson started is gone by its last cell.
+    assert run["left_behind"] == dict(listening=[], children=[]), f"{path.name} left running: {run['left_behind']}"
     assert run["profile_parameter"] == "quick", "papermill's injected parameters did not take effect"
 
     saved = json.loads((where / f"{path.stem}.json").read_text())

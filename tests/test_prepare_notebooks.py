@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 from conftest import NOTEBOOKS
-from prepare_notebooks import MARK_LEARNER_END, RUN_SUFFIX, prepare
+from prepare_notebooks import MARK_LEARNER_END, MARK_LEARNER_START, RUN_SUFFIX, prepare
 from solutions import STUB, exercises
 
 
@@ -11,7 +11,8 @@ from solutions import STUB, exercises
 def test_the_prepared_notebook_is_the_learners_then_its_solutions_then_the_run_record(path, tmp_path):
     given = nbformat.read(path, as_version=4)
     prepared = nbformat.read(prepare(path, tmp_path), as_version=4)
-    cells = prepared.cells
+    assert prepared.cells[0].source == MARK_LEARNER_START, "what listens before the lesson is noted first"
+    cells = prepared.cells[1:]
     injected = [i for i, c in enumerate(cells) if "injected-parameters" in c.metadata.get("tags", [])]
     parameters = [i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])]
     assert injected == [parameters[0] + 1] and 'PROFILE = "quick"' in cells[injected[0]].source
