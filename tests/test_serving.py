@@ -9,7 +9,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import psutil
@@ -120,26 +119,62 @@ def test_find_max_rate_brackets_a_server_with_a_known_capacity():
         return x
 
     server = batcher.DynamicBatcher(slow, max_batch=1, max_wait_ms=0)
-    search = loads.find_max_rate(server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3)
-    assert search.best_rate is not None and search.best.p99_ms <= 30
-    assert search.best_rate < 500, "no bound lets one-at-a-time service exceed its capacity"
+    search = loads.find_max_rate(
+        server, make_input, p99_bound_ms=30, low=150, high=5000, n=80, steps=3, min_duration_s=0.3, percentile=0.9
+    )  # a p90 needs fewer requests than a p99
+    assert search.best_rate is not None and search.best.percentile_ms(90) <= 30
+    # a rate passes while the server answers 90% of the arrivals: no bound gets it further past its capacity
+    assert search.best_rate < 500 / 0.9, "no bound lets one-at-a-time service exceed its capacity"
+
+
+def _fake_run(rate, latencies_ms, served_per_s):
+    n = len(latencies_ms)
+    return loads.LoadResult("server", np.array(latencies_ms) / 1e3, n / min(rate, served_per_s), offered_rate=rate,
+                            batch_sizes=np.ones(n), arrivals_s=n / rate)  # fmt: skip
 
 
 def test_find_max_rate_climbs_past_a_slow_start_at_low_load(monkeypatch):
     # A server whose tail is bad at low load (idle threads wake slowly), meets the bound from 300/s,
     # and cannot keep up beyond 1000/s; trials are faked so the search's logic is checked exactly.
     def fake_poisson(server, make_input, rate, n, seed=0):
-        p99 = 25.0 if rate < 300 else 5.0
-        return SimpleNamespace(offered_rate=rate, p99_ms=p99, throughput=min(rate, 1000.0))
+        return _fake_run(rate, [25.0 if rate < 300 else 5.0] * n, 1000.0)
 
     monkeypatch.setattr(loads, "poisson", fake_poisson)  # the scenarios live in labkit.serving.loads
     server = batcher.DynamicBatcher(doubler)
-    search = loads.find_max_rate(server, make_input, p99_bound_ms=10, low=100, high=10_000, n=10, steps=8)
+    search = loads.find_max_rate(server, make_input, 10, low=100, high=10_000, n=10, steps=8, min_duration_s=0.1)
     rates = [t.offered_rate for t in search.trials]
-    assert rates[:3] == pytest.approx([100, 100, 316.23], rel=1e-4)  # 100/s failed twice; the next rate up met
+    assert rates[:2] == pytest.approx([100, 316.23], rel=1e-4)  # 100/s failed (one trial decides); the next met
+    assert search.outcomes[:2] == ["fails", "meets"]
     assert 950 < search.best_rate <= 1000 / 0.9 and search.best.p99_ms <= 10
+    assert search.queries == 459 and search.overlatency == 0  # a clean trial: LoadGen's early-stopping count
     never = loads.find_max_rate(server, make_input, p99_bound_ms=1, low=100, high=10_000, n=10)
-    assert never.best_rate is None and len(never.trials) == 8  # four rates, each tried twice
+    assert never.best_rate is None and len(never.trials) == 4 and never.queries == 0
+
+
+def test_trials_last_their_minimum_duration_and_the_early_stopping_count():
+    assert loads.trial_size(1000, 0.1, 100) == 459  # 100 requests' worth of time, but a clean p99 needs 459
+    assert loads.trial_size(10_000, 0.1, 100) == 1000  # the minimum duration is the larger
+    assert loads.trial_size(1000, 0.1, 100, overlatency=5) == 1307
+    assert loads.trial_size(10, 0.0, 500, percentile=0.9) == 500
+
+
+def test_a_trial_too_short_for_its_count_is_run_again_whole_at_the_count(monkeypatch):
+    asked = []
+
+    def fake_poisson(server, make_input, rate, n, seed=0):  # 3 slow requests in the first 459, none after
+        asked.append(n)
+        return _fake_run(rate, [20.0] * 3 + [1.0] * (n - 3) if len(asked) == 1 else [1.0] * n, 1e9)
+
+    monkeypatch.setattr(loads, "poisson", fake_poisson)
+    search = loads.find_max_rate(batcher.DynamicBatcher(doubler), make_input, 10, low=100, high=200, steps=0)
+    assert asked == [459, 1001]  # 3 over the bound need 1,001: one continuous run of 1,001, not 542 more
+    assert search.outcomes == ["meets"] and search.queries == 1001 and search.overlatency == 0
+    assert len(search.trials) == 1  # only the run that decided the rate is kept
+    asked.clear()
+    capped = loads.find_max_rate(batcher.DynamicBatcher(doubler), make_input, 10, low=100, high=200, steps=0,
+                                 max_n=800)  # fmt: skip
+    assert capped.outcomes == ["unconfirmed", "meets"] and asked[0] == 459  # 1,001 is over the cap: not confirmed
+    assert capped.best_rate == pytest.approx(100 * 2**0.25)  # so the search went on to the next rate
 
 
 def test_bad_settings_are_refused_with_what_is_allowed():

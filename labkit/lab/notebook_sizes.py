@@ -364,6 +364,10 @@ class LatencyThroughputSizes(Sizes):
     job_deadline_s: int
     live_bound_s: float
     min_run_s: float
+    search_min_s: float  # each find_max_rate trial lasts at least this (LoadGen's minimum duration)
+    search_steps: int
+    loadgen_min_ms: int  # LoadGen's min_duration_ms here (mlperf.conf requires 600000)
+    agree_ms: int  # each round of the LoadGen-against-labkit claim: this long for each
 
 
 # fmt: off
@@ -372,12 +376,13 @@ SIZES["latency_throughput"] = {
         max_batches=[1, 8, 32, 128], max_wait_ms=2.0, loads=[0.5, 0.8, 0.95, 1.5, 3, 6], server_n=200,
         p99_bound_ms=10.0, http_rate=300, http_n=300, gpt_size="l", prompt_len=16, new_tokens=12, decode_batches=[1,
         8, 32], speech_tokens_per_s=3.3, utterance_s=2.0, job_audio_s=3600, job_deadline_s=600, live_bound_s=1.0,
-        min_run_s=0.1),
+        min_run_s=0.1, search_min_s=0.3, search_steps=5, loadgen_min_ms=300, agree_ms=150),
     "full": LatencyThroughputSizes(d_in=1024, hidden=4096, depth=4, classes=10, single_n=1000, offline_n=20000,
         max_batches=[1, 8, 32, 128, 512], max_wait_ms=2.0, loads=[0.2, 0.5, 0.8, 0.95, 1.5, 3, 6, 12], server_n=2000,
         p99_bound_ms=10.0, http_rate=500, http_n=2000, gpt_size="l", prompt_len=128, new_tokens=128,
         decode_batches=[1, 4, 16, 64, 256], speech_tokens_per_s=3.3, utterance_s=2.0, job_audio_s=3600,
-        job_deadline_s=600, live_bound_s=1.0, min_run_s=0.5),
+        job_deadline_s=600, live_bound_s=1.0, min_run_s=0.5, search_min_s=5.0, search_steps=6, loadgen_min_ms=10000,
+        agree_ms=2000),
 }
 # fmt: on
 
@@ -438,6 +443,51 @@ SIZES["serving_llms"] = {
         latency_samples=5000, window=50, min_run_s=0.5, prefix_shared=512, prefix_own=32, prefix_out=8,
         prefix_requests=8, prefix_gap_s=0.05, chunk_requests=48, chunk_prompt_lens=(16, 768), chunk_output_lens=(16,
         64), prefill_chunk=64),
+}
+# fmt: on
+
+
+@dataclass(frozen=True)
+class ServingEndpointSizes(Sizes):
+    """Notebook `serving_endpoint`'s sizes."""
+
+    gpt_size: str
+    context: int
+    max_batch: int
+    block_size: int
+    requests: int  # section 1's Poisson trace
+    prompt_lens: tuple[int, ...]
+    output_lens: tuple[int, ...]
+    load: float  # the share of the engine's flat-out rate that the traces offer
+    claim_budget_s: float
+    stream_tokens: int  # tokens of each request through the endpoint (section 2)
+    client_requests: int
+    aiperf_concurrencies: tuple[int, ...]
+    aiperf_requests: int
+    aiperf_input: int
+    aiperf_output: int
+    trace_requests: int  # the Azure window (section 4)
+    mooncake_first: int  # the Mooncake rows: the first warms the cache, the window is measured
+    mooncake_warm: int
+    mooncake_window: int
+    sweep_prompt: int  # section 5's requests
+    sweep_output: int
+    sweep_waves: int  # requests per user in each sweep point
+    sweep_batches: tuple[int, ...]
+
+
+# fmt: off
+SIZES["serving_endpoint"] = {
+    "quick": ServingEndpointSizes(gpt_size="s", context=512, max_batch=8, block_size=16, requests=16,
+        prompt_lens=(8, 48), output_lens=(8, 32), load=0.6, claim_budget_s=4.0, stream_tokens=24, client_requests=6,
+        aiperf_concurrencies=(4,), aiperf_requests=32, aiperf_input=32, aiperf_output=24, trace_requests=24,
+        mooncake_first=1300, mooncake_warm=30, mooncake_window=12, sweep_prompt=16, sweep_output=64, sweep_waves=2,
+        sweep_batches=(1, 2, 4, 8, 16)),
+    "full": ServingEndpointSizes(gpt_size="m", context=1024, max_batch=16, block_size=16, requests=48,
+        prompt_lens=(16, 128), output_lens=(16, 96), load=0.6, claim_budget_s=15.0, stream_tokens=64,
+        client_requests=16, aiperf_concurrencies=(1, 4, 16), aiperf_requests=64, aiperf_input=128, aiperf_output=64,
+        trace_requests=120, mooncake_first=1220, mooncake_warm=100, mooncake_window=24, sweep_prompt=128,
+        sweep_output=64, sweep_waves=3, sweep_batches=(1, 2, 4, 8, 16, 32)),
 }
 # fmt: on
 

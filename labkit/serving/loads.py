@@ -4,7 +4,9 @@
 scenarios: one request at a time (latency percentiles), everything at once (samples/s), and requests arriving at
 random at a target rate. Latency counts from each request's *scheduled* arrival, so a slow server cannot hide its
 backlog by delaying the generator (coordinated omission). :func:`find_max_rate` asks the server scenario's
-question: the highest arrival rate whose p99 latency stays under a bound. :mod:`labkit.serving.web` re-exports them.
+question: the highest arrival rate whose p99 latency stays under a bound, each rate judged on a trial sized as
+LoadGen sizes a run (a minimum duration and its early-stopping count). :mod:`labkit.serving.web` re-exports them;
+:mod:`labkit.serving.mlperf` runs MLPerf's own LoadGen on the same server.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from ..core import checks
 from ..core.result import Result
 from .batcher import DynamicBatcher
+from .metrics import early_stopping_queries
 
 
 @dataclass
@@ -36,6 +39,13 @@ class LoadResult(Result):
     duration_s: float
     offered_rate: float | None = None  # requests/s asked for (server scenario)
     batch_sizes: np.ndarray = field(default_factory=lambda: np.array([]), repr=False)
+    arrivals_s: float | None = None  # from the first scheduled arrival to the last (server scenario)
+
+    @property
+    def arrived_rate(self) -> float | None:
+        """Requests per second that actually arrived: a Poisson run's count over its arrivals' span."""
+        n = len(self.latencies_s)
+        return n / self.arrivals_s if self.arrivals_s and n > 1 else None
 
     def percentile_ms(self, q: float) -> float:
         return float(np.percentile(self.latencies_s, q) * 1e3)
@@ -132,12 +142,14 @@ def _drive(server: DynamicBatcher, generate: Callable[[threading.Event], list[Fu
 def _result(server: DynamicBatcher, scenario: str, start: float | None = None, rate: float | None = None) -> LoadResult:
     timings = list(server.timings)
     begin = min(t.arrival_s for t in timings) if start is None else start
+    arrivals = [t.arrival_s for t in timings]
     return LoadResult(
         scenario,
         np.array([t.latency_s for t in timings]),
         max(t.done_s for t in timings) - begin,
         offered_rate=rate,
         batch_sizes=np.array([t.batch_size for t in timings]),
+        arrivals_s=max(arrivals) - min(arrivals) if rate is not None else None,
     )
 
 
@@ -229,12 +241,61 @@ def poisson(
 
 @dataclass
 class RateSearch(Result):
-    """The server scenario's answer: the highest rate that met the p99 bound, and every trial."""
+    """The server scenario's answer: the highest rate that met the p99 bound with confidence, and every trial.
+
+    ``trials`` holds one pooled run per rate tried, in order, and ``outcomes`` its verdict: ``"meets"`` (the
+    percentile is within the bound with ``confidence``, by LoadGen's early-stopping test), ``"fails"`` (the
+    measured percentile is over the bound, or the server fell behind) or ``"unconfirmed"`` (under the bound,
+    but too close to it to be confirmed within ``max_n`` requests: counted as a failure, as LoadGen would).
+    """
 
     best_rate: float | None
     best: LoadResult | None
     p99_bound_ms: float
     trials: list[LoadResult]
+    outcomes: list[str] = field(default_factory=list)
+    percentile: float = 0.99
+    confidence: float = 0.99
+
+    @property
+    def queries(self) -> int:
+        """How many requests the best rate's verdict rests on (0 when no rate met the bound)."""
+        return 0 if self.best is None else len(self.best.latencies_s)
+
+    @property
+    def overlatency(self) -> int:
+        """How many of them were over the bound."""
+        return 0 if self.best is None else int((self.best.latencies_s * 1e3 > self.p99_bound_ms).sum())
+
+    def __str__(self) -> str:
+        if self.best_rate is None:
+            return (
+                f"no rate tried met p{100 * self.percentile:g} <= {self.p99_bound_ms:g} ms ({len(self.trials)} trials)"
+            )
+        return (
+            f"highest rate with p{100 * self.percentile:g} <= {self.p99_bound_ms:g} ms at "
+            f"{self.confidence:.0%} confidence: {self.best_rate:,.0f} requests/s ({self.queries:,} requests, "
+            f"{self.overlatency} over the bound; {len(self.trials)} rates tried)"
+        )
+
+
+def _kept_up(run: LoadResult) -> bool:
+    """Whether the server answered at 90% or more of the rate at which requests actually arrived (a Poisson
+    run's arrivals stray from the nominal rate by several percent in a few hundred requests)."""
+    arrived = run.arrived_rate or run.offered_rate or 0.0
+    return run.throughput >= 0.9 * arrived
+
+
+def trial_size(rate: float, min_duration_s: float, n: int, overlatency: int = 0, percentile: float = 0.99,
+               confidence: float = 0.99) -> int:  # fmt: skip
+    """Requests a server-scenario trial at ``rate`` needs: at least ``n``, at least ``min_duration_s`` of arrivals,
+    and at least LoadGen's early-stopping count for ``overlatency`` requests over the bound: what
+    :func:`find_max_rate` runs at each rate (notebook `latency_throughput`).
+    """
+    checks.positive("rate", rate)
+    checks.amount("min_duration_s", min_duration_s)
+    _check_n(n)
+    return max(n, math.ceil(rate * min_duration_s), early_stopping_queries(overlatency, percentile, confidence))
 
 
 def find_max_rate(
@@ -243,21 +304,31 @@ def find_max_rate(
     p99_bound_ms: float,
     low: float,
     high: float,
-    n: int = 400,
+    n: int = 100,
     steps: int = 6,
     seed: int = 0,
+    min_duration_s: float = 1.0,
+    percentile: float = 0.99,
+    confidence: float = 0.99,
+    max_n: int | None = None,
 ) -> RateSearch:
-    """Bisect on the arrival rate (geometrically) for the highest one whose p99 latency meets the bound.
+    """Bisect on the arrival rate (geometrically) for the highest one whose p99 latency meets the bound,
+    each rate judged on one continuous run, by the tests MLPerf's LoadGen applies to a Server run.
 
     Taught in notebook `latency_throughput`.
 
-    A trial meets the bound when its p99 is within ``p99_bound_ms`` *and* the server kept up
-    (achieved at least 90% of the offered rate); a rate counts as failed only if a second trial at it
-    fails too, so one stall of a shared machine does not end the search. That rule leans the answer
-    upwards (a rate that fails half its trials passes three times in four), where MLPerf accepts a rate
-    on one valid run: read the result as an upper estimate, with its trials. MLPerf runs each trial for
-    at least 10 minutes; here each is ``n`` requests, so a p99 rests on a handful of requests: a quick
-    estimate, not a certified one.
+    A trial at a rate runs :func:`trial_size` requests: at least ``n``, at least ``min_duration_s`` of
+    arrivals (LoadGen's minimum duration) and at least the early-stopping count for a clean run
+    (:func:`~labkit.serving.metrics.early_stopping_queries`: 459 for a p99 at 99% confidence). It fails if
+    its ``percentile`` latency is over ``p99_bound_ms`` or the server fell behind (served under 90% of the
+    rate at which requests arrived). Otherwise it meets the bound if it holds at least the early-stopping count
+    for the requests it saw over the bound. If it holds fewer, the trial is run again from an empty queue as one
+    continuous run of that count (LoadGen's "would need to run at least N more queries" answered by a longer
+    run, not by appending a second one), up to ``max_n`` requests (default four times its first size); past
+    that it is unconfirmed and counts as a failure. Only the last run of a trial is kept and judged. Each run is
+    judged as LoadGen judges one: its percentile against the bound, and early stopping on its own count. Unlike
+    LoadGen, a run too short for its count is re-run here at once, so a rate can take more than one run; a
+    failed run is never retried.
 
     Latency is not always lowest at the lowest load: between sparse requests a machine's threads and
     cores go to sleep and take a while to wake, and a batching server makes a lone request wait for
@@ -271,21 +342,41 @@ def find_max_rate(
     _check_n(n)
     if not 0 < low < high:
         raise ValueError(f"need 0 < low < high, got low={low}, high={high}")
+    if not 0 < percentile < 1 or not 0 < confidence < 1:
+        raise ValueError(f"percentile and confidence must lie strictly between 0 and 1; got {percentile}, {confidence}")
     trials: list[LoadResult] = []
-
-    def one_trial(rate: float) -> bool:
-        result = poisson(server, make_input, rate, n, seed=seed + len(trials))
-        trials.append(result)
-        return result.p99_ms <= p99_bound_ms and result.throughput >= 0.9 * rate
+    outcomes: list[str] = []
+    calls = 0
 
     def meets(rate: float) -> bool:
-        return one_trial(rate) or one_trial(rate)  # a failure must repeat: one stall of the machine is not a verdict
+        nonlocal calls
+        need = trial_size(rate, min_duration_s, n, 0, percentile, confidence)
+        cap = max_n if max_n is not None else 4 * need
+        while True:  # one continuous run of `need` requests, re-run whole at a larger size if that is too few
+            run = poisson(server, make_input, rate, need, seed=seed + calls)
+            calls += 1
+            over = int((run.latencies_s * 1e3 > p99_bound_ms).sum())
+            need = max(need, early_stopping_queries(over, percentile, confidence))
+            if run.percentile_ms(100 * percentile) > p99_bound_ms or not _kept_up(run):
+                outcome = "fails"
+            elif len(run.latencies_s) >= need:
+                outcome = "meets"
+            elif need > cap:
+                outcome = "unconfirmed"
+            else:
+                continue  # under the bound, but too few requests for the ones over it: run again, longer
+            trials.append(run)
+            outcomes.append(outcome)
+            return outcome == "meets"
+
+    def search(best_rate: float | None, best: LoadResult | None) -> RateSearch:
+        return RateSearch(best_rate, best, p99_bound_ms, trials, outcomes, percentile, confidence)
 
     for lo in (low * (high / low) ** (k / 4) for k in range(4)):  # low, then three rates on the way to high
         if meets(lo):
             break
     else:
-        return RateSearch(None, None, p99_bound_ms, trials)
+        return search(None, None)
     best, hi = trials[-1], high  # the trial that met the bound
     for _ in range(steps):
         mid = (lo * hi) ** 0.5
@@ -293,7 +384,7 @@ def find_max_rate(
             lo, best = mid, trials[-1]  # the trial that met the bound
         else:
             hi = mid
-    return RateSearch(lo, best, p99_bound_ms, trials)
+    return search(lo, best)
 
 
 # -- HTTP ------------------------------------------------------------------------------------
