@@ -111,7 +111,7 @@ def _ordered(percentiles: dict[float, float], above: float | None) -> bool:
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize(("concurrency", "requests"), [(1, 6), (4, 12)])
+@pytest.mark.parametrize(("concurrency", "requests"), [(4, 10)])  # one run: AIPerf takes seconds to start
 def test_aiperf_runs_offline_and_sees_no_less_time_than_the_server_itself(endpoint, concurrency, requests):
     """Every request AIPerf times contains the server's own record of it: sent before the server stamps its
     arrival, its first chunk and its end received after the server made them. So, request for request, AIPerf's

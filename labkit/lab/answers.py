@@ -206,6 +206,11 @@ KEY: dict[str, Answer] = {
     ),
     "serving_llms.2": Answer(lambda: (4.2 - 0.6) / (241 - 1) * 1000, "(E2E - TTFT) / (output tokens - 1), in ms"),
     "serving_llms.3": Answer(lambda: (1 - 0.7**5) / (1 - 0.7), "(1 - α^(k+1)) / (1 - α)"),
+    "serving_endpoint.1": Answer(lambda: len("naïve café".encode()), "one token per UTF-8 byte; ï and é take two"),
+    "serving_endpoint.2": Answer(lambda: 3.00 / (2400 * 3600) * 1e6, "price per hour / (tokens per hour) × 1e6"),
+    "serving_endpoint.3": Answer(
+        lambda: (3**2 + 0.5**2) / (1**2 + 0.5**2), "Kingman: the wait grows with (c_a² + c_s²) / 2"
+    ),
     "optimisation.1": Answer(lambda: 30 / (0.012 - 0.008), "compile time / time saved per call"),
     "optimisation.2": Answer(lambda: 7e9 * 1 / 1e9, "one byte per parameter"),
     "optimisation.3": Answer(lambda: min(4000, 8 * 1000 / 1), "the slower of the two stages sets the pace"),
@@ -267,6 +272,9 @@ PREDICTIONS: dict[str, Prediction] = {
     ),
     "serving_llms.4": Prediction(
         1.5, "a decode step is memory-bound: the weights once, the cache three times (copied, then read)"
+    ),
+    "serving_endpoint.4": Prediction(
+        1.5, "a decode step reads the weights once for the whole batch and each user's own cache"
     ),
     "optimisation.4": Prediction(1.5, "only the first request for each image does the work; the other 90 are lookups"),
     "where_time_goes.4": Prediction(

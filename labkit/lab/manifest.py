@@ -224,7 +224,9 @@ NOTEBOOKS: tuple[Notebook, ...] = (
         question="Fast for whom?",
         topics=(
             "MLPerf's single stream, offline and server scenarios on a real dynamic-batching server; latency "
-            "against load and the M/D/1 queue; the highest rate under a p99 bound; the same server over HTTP, "
+            "against load and the M/D/1 queue; the highest rate under a p99 bound, each trial sized by LoadGen's "
+            "early-stopping count and a minimum duration; MLPerf's LoadGen driving the same server, its VALID or "
+            "INVALID verdicts and the cost of a Python SUT; the same server over HTTP, "
             "driven from a second process; time to first token vs time per token, predicted from bandwidth; "
             "verdicts for a live and a batch job"
         ),
@@ -258,6 +260,26 @@ NOTEBOOKS: tuple[Notebook, ...] = (
             "goodput claim means the same on a laptop and on a GPU. On a CPU speculative decoding barely pays "
             "(a pass over k+1 tokens costs 1.5 steps or more); that is the lesson's point about v, not a "
             "failure."
+        ),
+    ),
+    Notebook(
+        slug="serving_endpoint",
+        title="Serving for real: an OpenAI-compatible endpoint, a benchmark client and real traffic",
+        question="How is an LLM server measured at work, and does real traffic look like the textbook's?",
+        topics=(
+            "the engine live, on requests as they arrive, equal to its replay; an OpenAI-compatible endpoint "
+            "(FastAPI, server-sent events) answered by the official openai client; NVIDIA AIPerf against it, its "
+            "TTFT and ITL beside the server's own; published traces (Azure LLM inference 2023, Mooncake): "
+            "burstiness against Poisson, prefix sharing and the prefill it saves; tokens/s per engine against "
+            "tokens/s per user, the Pareto frontier and $ per million tokens"
+        ),
+        gpu_adds="a real model's step times on the same axes; many more users per engine",
+        budget_s=40.0,  # AIPerf, a program of its own, takes about 5 s to start its services before its first request
+        teaching_notes=(
+            "the endpoint listens on 127.0.0.1 only and stops with its cell's block; ask attendees to point "
+            "the openai client they use at work at it. AIPerf runs from its own virtual environment (`make "
+            "aiperf` makes it once; the notebook says how where it is missing). The frontier is the slide to "
+            "end on: every point is a concurrency, and choosing one is choosing between the user and the bill."
         ),
     ),
     Notebook(
