@@ -466,6 +466,7 @@ class ServingEndpointSizes(Sizes):
     aiperf_requests: int
     aiperf_input: int
     aiperf_output: int
+    aiperf_warmup: int  # requests AIPerf sends first, left out of both sides' numbers
     trace_requests: int  # the Azure window (section 4)
     mooncake_first: int  # the Mooncake rows: the first warms the cache, the window is measured
     mooncake_warm: int
@@ -478,14 +479,16 @@ class ServingEndpointSizes(Sizes):
 
 # fmt: off
 SIZES["serving_endpoint"] = {
-    "quick": ServingEndpointSizes(gpt_size="s", context=512, max_batch=8, block_size=16, requests=16,
+    "quick": ServingEndpointSizes(gpt_size="s", context=512, max_batch=8, block_size=16, requests=24,
         prompt_lens=(8, 48), output_lens=(8, 32), load=0.6, claim_budget_s=4.0, stream_tokens=24, client_requests=6,
-        aiperf_concurrencies=(4,), aiperf_requests=32, aiperf_input=32, aiperf_output=24, trace_requests=24,
+        aiperf_concurrencies=(4,), aiperf_requests=32, aiperf_input=32, aiperf_output=24, aiperf_warmup=8,
+        trace_requests=24,
         mooncake_first=1300, mooncake_warm=30, mooncake_window=12, sweep_prompt=16, sweep_output=64, sweep_waves=2,
         sweep_batches=(1, 2, 4, 8, 16)),
     "full": ServingEndpointSizes(gpt_size="m", context=1024, max_batch=16, block_size=16, requests=48,
         prompt_lens=(16, 128), output_lens=(16, 96), load=0.6, claim_budget_s=15.0, stream_tokens=64,
         client_requests=16, aiperf_concurrencies=(1, 4, 16), aiperf_requests=64, aiperf_input=128, aiperf_output=64,
+        aiperf_warmup=16,
         trace_requests=120, mooncake_first=1220, mooncake_warm=100, mooncake_window=24, sweep_prompt=128,
         sweep_output=64, sweep_waves=3, sweep_batches=(1, 2, 4, 8, 16, 32)),
 }

@@ -320,7 +320,9 @@ def _read(art: Path) -> tuple[dict, list[dict]]:
     summary = json.loads(summary_path.read_text())
     records_path = art / "profile_export.jsonl"
     records = [json.loads(line) for line in records_path.read_text().splitlines() if line.strip()]
-    return summary, records
+    # the export holds the warm-up's requests too, marked with their phase: only the measured ones are kept
+    measured = [r for r in records if (r.get("metadata") or {}).get("benchmark_phase", "profiling") == "profiling"]
+    return summary, measured
 
 
 def run_aiperf(
@@ -335,10 +337,13 @@ def run_aiperf(
     timeout_s: float = 120.0,
     endpoint: str = "completions",
     seed: int = 0,
+    warmup: int = 0,
 ) -> AIPerfResult:
     """Run AIPerf against ``base_url`` (an OpenAI-compatible server, e.g. ``http://127.0.0.1:8000/v1``) and read
     its results. Taught in notebook `serving_endpoint`.
 
+    ``warmup`` requests are sent first and left out of every result (AIPerf's ``--warmup-request-count``: its
+    first requests meet its own processes still starting); the server sees them, before the others.
     ``concurrency`` requests are kept in flight until ``requests`` have been sent; each has a synthetic prompt of
     ``input_tokens`` tokens and asks for exactly ``output_tokens`` (``max_tokens``, with ``ignore_eos``). AIPerf
     runs from :func:`aiperf_env`'s environment as a program of its own, offline, in a private temporary folder that
@@ -354,6 +359,7 @@ def run_aiperf(
     concurrency = checks.whole("concurrency", concurrency)
     requests = checks.whole("requests", requests)
     input_tokens = checks.whole("input_tokens", input_tokens)
+    warmup = checks.whole("warmup", warmup, minimum=0)
     output_tokens = checks.whole("output_tokens", output_tokens)
     seed = checks.whole("seed", seed, minimum=0)
     timeout_s = checks.positive("timeout_s", timeout_s)
@@ -378,6 +384,7 @@ def run_aiperf(
         "--concurrency", str(concurrency), "--request-count", str(requests),
         "--isl", str(input_tokens), "--isl-stddev", "0", "--osl", str(output_tokens), "--osl-stddev", "0",
         "--extra-inputs", "ignore_eos:true", "--random-seed", str(seed),
+        *(["--warmup-request-count", str(warmup)] if warmup else []),
         "--output-artifact-dir", "artifacts", "--ui", "none",
         "--no-server-metrics", "--no-gpu-telemetry", "--use-server-token-count",
     ]  # fmt: skip
