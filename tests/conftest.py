@@ -53,6 +53,24 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="module")
+def gpt():
+    """A tiny seeded TinyGPT (vocab 64, context 96) for the serving tests: the engine, the paged cache, live traffic."""
+    import torch
+
+    from labkit.workloads import models
+
+    torch.manual_seed(0)
+    return models.TinyGPT(vocab=64, max_len=96, d_model=32, n_layers=2, n_heads=2).eval()
+
+
+def greedy_continuation(model, prompt: list[int], n: int) -> list[int]:
+    """The ``n`` tokens ``model`` generates greedily after ``prompt``: what a served request must receive."""
+    import torch
+
+    return model.generate(torch.tensor([prompt]), n)[0, len(prompt) :].tolist()
+
+
+@pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium driven by Playwright, for the browser tier (tests/test_browser.py, tests/test_book_layout.py).
 

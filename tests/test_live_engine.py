@@ -9,19 +9,9 @@ from collections import deque
 import numpy as np
 import pytest
 import torch
+from conftest import greedy_continuation
 
 from labkit.serving import engine, kv_cache, live, metrics
-from labkit.workloads import models
-
-
-@pytest.fixture(scope="module")
-def gpt():
-    torch.manual_seed(0)
-    return models.TinyGPT(vocab=64, max_len=96, d_model=32, n_layers=2, n_heads=2).eval()
-
-
-def _generate(gpt, prompt, n):
-    return gpt.generate(torch.tensor([prompt]), n)[0, len(prompt) :].tolist()
 
 
 def _no_engine_thread():
@@ -113,7 +103,7 @@ def test_concurrent_submits_from_many_threads_each_get_their_tokens_in_the_backg
         assert server.serving and repr(server).endswith("serving)")
     assert not errors and len(results) == 12
     for prompt, n, tokens in results.values():
-        assert tokens == _generate(gpt, prompt, n)
+        assert tokens == greedy_continuation(gpt, prompt, n)
     assert len(run.records) == 12 and all(r.ok for r in run.records)
     assert [r.rid for r in run.records] == sorted(r.rid for r in run.records)
     assert sum(run.batch_sizes) + 12 == sum(r.max_tokens for r in run.records)  # the first token comes from prefill
@@ -173,7 +163,7 @@ def test_requests_queued_before_the_loop_runs_are_served_by_serve_until_in_this_
 
     with server:  # the async iterator, as the HTTP server reads a stream
         stream = server.submit([1, 2, 3], 6)
-        assert asyncio.run(collect(stream)) == _generate(gpt, [1, 2, 3], 6) == stream.result().tokens
+        assert asyncio.run(collect(stream)) == greedy_continuation(gpt, [1, 2, 3], 6) == stream.result().tokens
 
 
 def test_a_model_error_fails_the_requests_in_flight_and_the_engine_serves_on(gpt, monkeypatch):
@@ -198,7 +188,7 @@ def test_a_model_error_fails_the_requests_in_flight_and_the_engine_serves_on(gpt
         with pytest.raises(RuntimeError, match="simulated"):
             failing.result(timeout=5)
         broken[0] = False
-        assert server.submit([3], 4).result(timeout=5).tokens == _generate(gpt, [3], 4)
+        assert server.submit([3], 4).result(timeout=5).tokens == greedy_continuation(gpt, [3], 4)
     assert not cache.tables and _no_engine_thread()
 
 

@@ -7,20 +7,11 @@ from fractions import Fraction
 
 import pytest
 import torch
+from conftest import greedy_continuation
 
 from labkit.predict import decoder, memory_model
 from labkit.serving import engine, kv_cache, metrics, speculative
 from labkit.workloads import models
-
-
-@pytest.fixture(scope="module")
-def gpt():
-    torch.manual_seed(0)
-    return models.TinyGPT(vocab=64, max_len=96, d_model=32, n_layers=2, n_heads=2).eval()
-
-
-def _generate(gpt, prompt, n):
-    return gpt.generate(torch.tensor([prompt]), n)[0, len(prompt) :].tolist()
 
 
 def test_paged_forward_matches_the_model(gpt):
@@ -70,7 +61,7 @@ def test_engine_output_is_greedy_decoding_and_bad_requests_are_refused(gpt, poli
     by_id = {r.rid: r for r in run.records}
     for req in good:
         rec = by_id[req.rid]
-        assert rec.ok and rec.tokens == _generate(gpt, req.prompt, req.max_tokens)
+        assert rec.ok and rec.tokens == greedy_continuation(gpt, req.prompt, req.max_tokens)
         assert rec.token_times == sorted(rec.token_times) and rec.token_times[0] >= req.arrival_s
     messages = [by_id[i].error for i in (90, 91, 92, 93)]
     assert "prompt is empty" in messages[0] and "at least 1" in messages[1]
@@ -173,7 +164,7 @@ def test_on_demand_allocation_preempts_and_recomputes_yet_outputs_stay_greedy(gp
     cache = kv_cache.PagedKVCache(gpt, num_blocks=12, block_size=4, admission="on-demand")
     demand = engine.Engine(gpt, cache, max_batch=8).serve(reqs)
     for req, a, b in zip(reqs, reserve.records, demand.records, strict=True):
-        assert a.ok and b.ok and a.tokens == b.tokens == _generate(gpt, req.prompt, req.max_tokens)
+        assert a.ok and b.ok and a.tokens == b.tokens == greedy_continuation(gpt, req.prompt, req.max_tokens)
     assert demand.preemptions > 0 and demand.recomputed_tokens > 0 and reserve.preemptions == 0
     assert max(demand.batch_sizes) > max(reserve.batch_sizes)  # nothing promised: more sequences at once
     # on demand nothing is reserved beyond what is allocated; reserving promises each request its whole length
@@ -252,7 +243,7 @@ def test_a_badly_typed_request_is_refused_with_its_reason_and_the_rest_are_serve
     assert time.monotonic() - start < 5  # nothing sleeps for a far-off or NaN arrival
     assert [r.ok for r in run.records] == [True, False, True]
     assert message in run.records[1].error
-    assert run.records[0].tokens == _generate(gpt, [3, 4, 5], 4)
+    assert run.records[0].tokens == greedy_continuation(gpt, [3, 4, 5], 4)
     assert not cache.tables and len(cache.free) == 40
 
 
@@ -302,7 +293,7 @@ def test_prefix_caching_skips_the_shared_blocks_and_changes_no_token(gpt, admiss
     cache = kv_cache.PagedKVCache(gpt, 40, 8, admission, prefix_caching=True)
     cached = engine.Engine(gpt, cache, max_batch=2).serve(requests)
     for a, b, req in zip(plain.records, cached.records, requests, strict=True):
-        assert a.tokens == b.tokens == _generate(gpt, req.prompt, 5)
+        assert a.tokens == b.tokens == greedy_continuation(gpt, req.prompt, 5)
     # the first request finds nothing; each later one finds the 32-token prefix: 4 blocks of 8
     assert [r.cached_tokens for r in cached.records] == [0, 32, 32, 32]
     assert plain.prefix_hit_rate == 0 and cached.prefix_hit_rate == pytest.approx(3 * 32 / (4 * 38))
@@ -334,7 +325,7 @@ def test_chunked_prefill_spreads_a_long_prompt_over_steps_and_changes_no_token(g
     whole = engine.Engine(gpt, kv_cache.PagedKVCache(gpt, 40, 8)).serve([short, long])
     chunked = engine.Engine(gpt, kv_cache.PagedKVCache(gpt, 40, 8), prefill_chunk=16).serve([short, long])
     for a, b, req in zip(whole.records, chunked.records, (short, long), strict=True):
-        assert a.tokens == b.tokens == _generate(gpt, req.prompt, req.max_tokens)
+        assert a.tokens == b.tokens == greedy_continuation(gpt, req.prompt, req.max_tokens)
 
     # whole prompts: both are prefilled before the first decode step, so the short request waits for the long
     # prefill; in chunks of 16 (4 + 12, 16, 16, 16 tokens) the short one decodes while the long prompt goes in
